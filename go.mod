@@ -1,0 +1,3 @@
+module github.com/govm/govm
+
+go 1.26.8
