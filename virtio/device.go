@@ -1,0 +1,64 @@
+// Package virtio holds the virtqueue core (split rings, virtio 1.x spec
+// section 2.7, legacy layout section 2.7.2 / 4.1.4.10) and the legacy
+// virtio-PCI transport. Devices (virtio/net, virtio/blk) implement Device and
+// never know which transport carries them.
+package virtio
+
+import "github.com/govm/govm/guestmem"
+
+// DeviceType is the virtio device ID (spec 5): also the legacy PCI
+// subsystem device ID.
+type DeviceType uint16
+
+// Device types govm implements.
+const (
+	DeviceNet DeviceType = 1
+	DeviceBlk DeviceType = 2
+)
+
+// Interrupt is how a device tells the driver something. The transport owns
+// the ISR byte and the interrupt line.
+type Interrupt interface {
+	// SignalUsed notifies the driver of used buffers on queue q (legacy ISR
+	// bit 0). Devices call it only when Queue.NeedsInterrupt said so.
+	SignalUsed(q int) error
+	// SignalConfig notifies a configuration change (legacy ISR bit 1).
+	SignalConfig() error
+	// DeviceError reports guest misbehaviour that stops the device: the
+	// transport sets DEVICE_NEEDS_RESET (spec 2.1.2), raises a config
+	// interrupt and logs one line. govm keeps running.
+	DeviceError(err error)
+}
+
+// Activation is what a device receives when the driver sets DRIVER_OK
+// (spec 3.1.1).
+type Activation struct {
+	Mem      *guestmem.Memory
+	Features uint64 // negotiated (driver-acknowledged) feature bits
+	Queues   []*Queue
+	// Kicks has one channel per queue. The transport sends on it (never
+	// blocking: capacity 1, a pending kick coalesces further ones) when the
+	// driver notifies the queue, whether by a port write on the vCPU thread
+	// or through a KVM ioeventfd.
+	Kicks []<-chan struct{}
+	Intr  Interrupt
+}
+
+// Device is a virtio device behind any transport.
+type Device interface {
+	Type() DeviceType
+	// Features returns the device feature bits offered (spec 6).
+	Features() uint64
+	// QueueMaxSizes returns one entry per virtqueue: its maximum (and, on
+	// the legacy transport, fixed) size, a power of 2.
+	QueueMaxSizes() []uint16
+	// ReadConfig and WriteConfig access the device-specific configuration
+	// space at offset off. Out-of-range bytes read as zero / are ignored.
+	ReadConfig(off uint64, data []byte)
+	WriteConfig(off uint64, data []byte)
+	// Activate starts the device's I/O goroutine(s).
+	Activate(a Activation) error
+	// Reset stops the I/O goroutines, waits for them, and returns the
+	// device to its initial state (spec 2.4). Safe to call when inactive.
+	Reset()
+}
