@@ -49,6 +49,7 @@ type Output struct {
 	ExitCode int           // VMM exit status (-1 if killed)
 	Elapsed  time.Duration // process start to exit
 	TimedOut bool
+	Stopped  bool // RunUntil's condition fired and the process was killed
 }
 
 // Parse extracts RESULT and SUMMARY lines from serial output.
@@ -112,6 +113,13 @@ func (l *lockedBuffer) String() string {
 // whole process group: a QEMU that hit a KVM internal error pauses instead
 // of exiting), and parses its stdout.
 func Run(ctx context.Context, timeout time.Duration, argv ...string) (*Output, error) {
+	return RunUntil(ctx, timeout, nil, argv...)
+}
+
+// RunUntil is Run that also stops the process (SIGKILL to its group) as
+// soon as until returns true for the serial output so far. until is polled
+// every 50 ms. Output.Stopped says whether it fired.
+func RunUntil(ctx context.Context, timeout time.Duration, until func(serial string) bool, argv ...string) (*Output, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("guestrun: empty command")
 	}
@@ -129,12 +137,26 @@ func Run(ctx context.Context, timeout time.Duration, argv ...string) (*Output, e
 	go func() { done <- cmd.Wait() }()
 	o := &Output{}
 	var werr error
-	select {
-	case werr = <-done:
-	case <-ctx.Done():
-		o.TimedOut = true
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		werr = <-done
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case werr = <-done:
+			break wait
+		case <-tick.C:
+			if until != nil && until(stdout.String()) {
+				o.Stopped = true
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				werr = <-done
+				break wait
+			}
+		case <-ctx.Done():
+			o.TimedOut = true
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			werr = <-done
+			break wait
+		}
 	}
 	o.Elapsed = time.Since(start)
 	o.Serial, o.Stderr = stdout.String(), stderr.String()
