@@ -1,0 +1,149 @@
+package virtio
+
+import "github.com/govm/govm/guestmem"
+
+// AddUsed returns a chain to the driver (spec 2.7.8, 2.7.14): it writes the
+// used element {id: head, len: length} and then publishes the new used idx.
+// length is the number of bytes the device wrote into the chain's writable
+// part (Chain.Written). The caller decides about interrupting afterwards
+// with NeedsInterrupt, so a batch of AddUsed calls costs one interrupt.
+func (q *Queue) AddUsed(mem *guestmem.Memory, head uint16, length uint32) error {
+	if !q.Ready {
+		return ErrQueueNotReady
+	}
+	if head >= q.Size {
+		return ErrBadHead
+	}
+	elem := q.usedElemAddr(q.nextUsed & (q.Size - 1))
+	if err := mem.PutUint32(elem, uint32(head)); err != nil {
+		return q.memErr("used ring", err)
+	}
+	if err := mem.PutUint32(elem+4, length); err != nil {
+		return q.memErr("used ring", err)
+	}
+	// Ordering point (spec 2.7.8.2 / 2.7.14, virtio_ring.c virtqueue_get_buf
+	// reads used->idx then virtio_rmb then the element): StoreUint16 is a
+	// release, so the element stores above are visible before the driver
+	// can see an idx that covers them. Otherwise the driver could complete
+	// a request with a stale id/len.
+	if err := mem.StoreUint16(q.usedIdxAddr(), q.nextUsed+1); err != nil {
+		return q.memErr("used idx", err)
+	}
+	q.nextUsed++
+	return nil
+}
+
+// NeedsInterrupt reports whether the driver wants a used buffer
+// notification for the buffers added since the last call (spec 2.7.7), and
+// records the current used idx as signalled. Call it once after a batch of
+// AddUsed calls; when it says true, call Interrupt.SignalUsed.
+//
+//   - nothing used since the last call: false.
+//   - NOTIFY_ON_EMPTY negotiated and the available ring is empty: true,
+//     whatever the suppression (spec 6.3, legacy).
+//   - EVENT_IDX: true iff used_event lies in (old, new], vring_need_event
+//     (spec 2.7.7.1), where old is the used idx at the last call.
+//   - otherwise: true unless VRING_AVAIL_F_NO_INTERRUPT is set (2.7.7.2).
+func (q *Queue) NeedsInterrupt(mem *guestmem.Memory) (bool, error) {
+	if !q.Ready {
+		return false, ErrQueueNotReady
+	}
+	// Ordering point: full barrier between the used idx store (AddUsed)
+	// and the loads of used_event / avail flags below (virtio_ring.c
+	// virtqueue_enable_cb_prepare pairs with it: the driver writes
+	// used_event or clears NO_INTERRUPT, then mb, then reads used idx).
+	// Without it the load could pass the store: we would read the old
+	// used_event and skip the interrupt while the driver read the old used
+	// idx and went to sleep - a lost wakeup, the guest waits forever.
+	guestmem.Fence()
+	old, now := q.signalledUsed, q.nextUsed
+	q.signalledUsed = now
+	if now == old {
+		return false, nil
+	}
+	if q.notifyOnEmpty {
+		availIdx, err := mem.LoadUint16(q.availIdxAddr())
+		if err != nil {
+			return false, q.memErr("avail idx", err)
+		}
+		if availIdx == q.nextAvail {
+			return true, nil
+		}
+	}
+	if q.eventIdx {
+		usedEvent, err := mem.LoadUint16(q.usedEventAddr())
+		if err != nil {
+			return false, q.memErr("used_event", err)
+		}
+		return NeedEvent(usedEvent, now, old), nil
+	}
+	flags, err := mem.LoadUint16(q.availFlagsAddr())
+	if err != nil {
+		return false, q.memErr("avail flags", err)
+	}
+	return flags&AvailFlagNoInterrupt == 0, nil
+}
+
+// NeedEvent is vring_need_event (spec 2.7.7.1, 2.7.10.1): whether moving an
+// index from old to new crossed event, i.e. event is in [old, new) taken
+// modulo 2^16. Used in both directions: interrupts (event = used_event) and
+// kicks (event = avail_event, as the driver computes it).
+func NeedEvent(event, new, old uint16) bool {
+	return new-event-1 < new-old
+}
+
+// DisableNotify asks the driver not to kick while the device drains the
+// queue (spec 2.7.10). Without EVENT_IDX it sets VRING_USED_F_NO_NOTIFY.
+// With EVENT_IDX it does nothing: the driver kicks only when avail idx
+// crosses avail_event, which it did to wake us, so it will not kick again
+// until EnableNotify moves avail_event. Suppression is only a hint, a stale
+// view on the driver's side costs one extra kick, so no barrier is needed.
+func (q *Queue) DisableNotify(mem *guestmem.Memory) error {
+	if !q.Ready {
+		return ErrQueueNotReady
+	}
+	if q.eventIdx {
+		return nil
+	}
+	// Only the device writes used flags; store atomically because the
+	// driver reads them concurrently.
+	if err := mem.StoreUint16(q.usedFlagsAddr(), UsedFlagNoNotify); err != nil {
+		return q.memErr("used flags", err)
+	}
+	return nil
+}
+
+// EnableNotify re-enables kicks and reports whether work arrived meanwhile.
+// It publishes the request (VRING_USED_F_NO_NOTIFY cleared, or avail_event
+// = next avail with EVENT_IDX), issues a full barrier, then re-reads avail
+// idx. When it returns true the driver may have added buffers without
+// kicking (it saw notifications disabled), so the caller must drain again
+// instead of sleeping.
+func (q *Queue) EnableNotify(mem *guestmem.Memory) (bool, error) {
+	if !q.Ready {
+		return false, ErrQueueNotReady
+	}
+	if q.eventIdx {
+		// Spec 2.7.10: the driver kicks when avail idx moves past
+		// avail_event; setting it to our next index asks for a kick on
+		// the very next buffer.
+		if err := mem.StoreUint16(q.availEventAddr(), q.nextAvail); err != nil {
+			return false, q.memErr("avail_event", err)
+		}
+	} else if err := mem.StoreUint16(q.usedFlagsAddr(), 0); err != nil {
+		return false, q.memErr("used flags", err)
+	}
+	// Ordering point, the one that prevents lost kicks (virtio_ring.c
+	// virtqueue_kick_prepare_split: the driver stores avail idx, mb, then
+	// reads avail_event / used flags). Our store above must be globally
+	// visible before we load avail idx below. Otherwise: we read the old
+	// avail idx (nothing to do) and sleep, while the driver read the old
+	// avail_event / NO_NOTIFY and did not kick - its buffer is never seen.
+	// With the barrier on both sides at least one of us sees the other.
+	guestmem.Fence()
+	availIdx, err := mem.LoadUint16(q.availIdxAddr())
+	if err != nil {
+		return false, q.memErr("avail idx", err)
+	}
+	return availIdx != q.nextAvail, nil
+}
