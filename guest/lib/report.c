@@ -1,0 +1,82 @@
+#include "report.h"
+#include "desc.h"
+#include "io.h"
+#include "printf.h"
+#include "serial.h"
+
+#include <stdarg.h>
+
+static unsigned passed, failed;
+static int exit_override = -1;
+
+static void count(bool cond)
+{
+	if (cond)
+		passed++;
+	else
+		failed++;
+}
+
+bool report(const char *name, bool cond, const char *fmt, ...)
+{
+	static char buf[1024];
+	va_list ap;
+	int n;
+
+	count(cond);
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	printf("RESULT %s %s%s", name, cond ? "pass" : "fail", n ? " " : "");
+	serial_write(buf, n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	serial_putc('\n');
+	return cond;
+}
+
+void report_begin(const char *name, bool cond)
+{
+	count(cond);
+	printf("RESULT %s %s", name, cond ? "pass" : "fail");
+}
+
+void report_end(void)
+{
+	serial_putc('\n');
+}
+
+void print_hex(const void *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *b = p;
+	char buf[64];
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		buf[k++] = digits[b[i] >> 4];
+		buf[k++] = digits[b[i] & 15];
+		if (k == sizeof(buf)) {
+			serial_write(buf, k);
+			k = 0;
+		}
+	}
+	serial_write(buf, k);
+}
+
+void report_set_exit(int code)
+{
+	exit_override = code;
+}
+
+void summary_and_exit(void)
+{
+	printf("SUMMARY pass=%u fail=%u\n", passed, failed);
+	vm_exit(exit_override >= 0 ? exit_override : failed ? 1 : 0);
+}
+
+void vm_exit(int code)
+{
+	outw(DEBUG_EXIT_PORT, (uint16_t)code);
+	/* No debug-exit device: pulse the reset line through the i8042. */
+	outb(0x64, 0xfe);
+	halt_forever();
+}
