@@ -6,6 +6,7 @@
 #include "../lib/bootparam.h"
 #include "../lib/cmdline.h"
 #include "../lib/desc.h"
+#include "../lib/io.h"
 #include "../lib/pic.h"
 #include "../lib/printf.h"
 #include "../lib/report.h"
@@ -14,6 +15,7 @@
 #include "../lib/test.h"
 
 const void *boot_params;
+uint64_t tsc_hello, tsc_user;
 
 extern const struct test __tests_start[], __tests_end[];
 extern char kstack_top[], ustack_top[];
@@ -77,6 +79,7 @@ static void user_main(void)
 
 void kmain(const void *bp)
 {
+	tsc_hello = rdtsc();
 	serial_init();
 	puts("govm-test-kernel: hello\n");
 	boot_params = bp;
@@ -84,6 +87,7 @@ void kmain(const void *bp)
 	select_tests();
 	desc_init(kstack_top);
 	pic_init();
+	tsc_user = rdtsc();
 	for (const struct test *t = __tests_start; t < __tests_end; t++)
 		if (t->cpl0 && selected(t))
 			t->cpl0();

@@ -67,12 +67,20 @@ static void test_bootparams(void)
 	       boot_params);
 }
 
+static void test_boottime(void)
+{
+	report("boottime", true, "tsc_hello=%llu tsc_user=%llu cpl0_setup_cycles=%llu",
+	       (unsigned long long)tsc_hello, (unsigned long long)tsc_user,
+	       (unsigned long long)(tsc_user - tsc_hello));
+}
+
 static void run(void)
 {
 	test_cmdline();
 	test_e820();
 	test_initrd();
 	test_bootparams();
+	test_boottime();
 }
 
 DEFINE_TEST(boot, .name = "boot", .run = run, .in_all = true);

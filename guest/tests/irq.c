@@ -10,11 +10,15 @@
 #include "../lib/test.h"
 
 static volatile unsigned long timer_ticks, serial_irqs, serial_iir_empty;
+static volatile uint64_t tsc_tick1, tsc_tickn;
 
 static void timer_handler(int irq)
 {
 	(void)irq;
-	timer_ticks++;
+	if (++timer_ticks == 1)
+		tsc_tick1 = rdtsc();
+	else
+		tsc_tickn = rdtsc();
 }
 
 static void serial_handler(int irq)
@@ -32,6 +36,7 @@ static void run(void)
 	/* Generous bound without knowing the TSC rate: ~3 s at 5 GHz. */
 	uint64_t limit = 15000000000ull, t0;
 	unsigned long spurious0 = irq_spurious;
+	uint64_t tsc_khz = 0;
 
 	irq_set_handler(0, timer_handler);
 	irq_set_handler(COM1_IRQ, serial_handler);
@@ -56,11 +61,15 @@ static void run(void)
 	pic_mask(COM1_IRQ);
 	pic_mask(0);
 	pit_stop();
+	/* TSC rate from the PIT: ticks 1..n are (n-1)/100 s apart. */
+	if (timer_ticks > 1)
+		tsc_khz = (tsc_tickn - tsc_tick1) * 100 / (timer_ticks - 1) / 1000;
 	report("irq", timer_ticks > 0 && serial_irqs > 0,
 	       "timer=%lu serial=%lu spurious=%lu serial_no_int=%lu "
-	       "wait_cycles=%llu", timer_ticks, serial_irqs,
+	       "wait_cycles=%llu tsc_khz_est=%llu", timer_ticks, serial_irqs,
 	       irq_spurious - spurious0, serial_iir_empty,
-	       (unsigned long long)(rdtsc() - t0));
+	       (unsigned long long)(rdtsc() - t0),
+	       (unsigned long long)tsc_khz);
 }
 
 DEFINE_TEST(irq, .name = "irq", .run = run, .in_all = true);

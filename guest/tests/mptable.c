@@ -68,6 +68,7 @@ static void run(void)
 	uint32_t cfg_addr;
 	uint16_t base_len, count, ext_len;
 	unsigned cpus = 0, ioapics = 0, irqs = 0, lints = 0, buses = 0;
+	unsigned entries = 0;
 	size_t off;
 
 	if (!mpf) {
@@ -101,48 +102,47 @@ static void run(void)
 		       where);
 		return;
 	}
+	/* Walk the entries by the table length, as Linux's smp_read_mpc()
+	 * does: qboot leaves the entry count field 0. */
 	off = 0x2c;
-	for (unsigned i = 0; i < count; i++) {
-		uint8_t type;
+	while (off < base_len) {
+		uint8_t type = cfg[off];
+		size_t len = type == 0 ? 20 : 8;
 
-		if (off >= base_len) {
-			report("mptable", false, "where=%s reason=truncated "
-			       "entry=%u", where, i);
+		if (type > 4) {
+			report("mptable", false, "where=%s reason=bad_entry "
+			       "type=%u offset=0x%zx", where, type, off);
 			return;
 		}
-		type = cfg[off];
+		if (off + len > base_len) {
+			report("mptable", false, "where=%s reason=truncated "
+			       "offset=0x%zx", where, off);
+			return;
+		}
 		switch (type) {
-		case 0: /* processor, 20 bytes; flags bit 0: enabled */
-			if (cfg[off + 3] & 1)
-				cpus++;
-			off += 20;
+		case 0: /* processor; flags bit 0: enabled */
+			cpus += cfg[off + 3] & 1;
 			break;
 		case 1:
 			buses++;
-			off += 8;
 			break;
 		case 2: /* I/O APIC; flags bit 0: usable */
-			if (cfg[off + 3] & 1)
-				ioapics++;
-			off += 8;
+			ioapics += cfg[off + 3] & 1;
 			break;
 		case 3:
 			irqs++;
-			off += 8;
 			break;
 		case 4:
 			lints++;
-			off += 8;
 			break;
-		default:
-			report("mptable", false, "where=%s reason=bad_entry "
-			       "type=%u", where, type);
-			return;
 		}
+		entries++;
+		off += len;
 	}
 	report("mptable", true, "cpus=%u ioapics=%u irqs=%u buses=%u lints=%u "
-	       "where=%s addr=%p config=0x%x spec=1.%u", cpus, ioapics, irqs,
-	       buses, lints, where, mpf, cfg_addr, mpf[9]);
+	       "entries=%u count_field=%u where=%s addr=%p config=0x%x "
+	       "spec=1.%u", cpus, ioapics, irqs, buses, lints, entries, count,
+	       where, mpf, cfg_addr, mpf[9]);
 }
 
 DEFINE_TEST(mptable, .name = "mptable", .run = run, .in_all = true);
