@@ -36,3 +36,21 @@ func TestReadFloats(t *testing.T) {
 		t.Fatalf("read %x, exit called %v", b, called)
 	}
 }
+
+// FuzzWrite: any access width and offset produces exactly one odd status
+// computed from the first four bytes.
+func FuzzWrite(f *testing.F) {
+	f.Add(uint16(0), []byte{7})
+	f.Fuzz(func(t *testing.T, off uint16, data []byte) {
+		var got []int
+		d := New(func(s int) { got = append(got, s) })
+		d.Write(off, data)
+		var v uint64
+		for i := 0; i < len(data) && i < 4; i++ {
+			v |= uint64(data[i]) << (8 * i)
+		}
+		if len(got) != 1 || got[0] != int(v<<1|1) {
+			t.Fatalf("exit calls %v for % x", got, data)
+		}
+	})
+}
