@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadInput checks that every kind of bad user input gives exactly one
+// line on stderr, naming the problem, and a non-zero exit status, and that
+// no guest runs.
+func TestBadInput(t *testing.T) {
+	if setupErr != nil {
+		t.Fatalf("setting up: %v", setupErr)
+	}
+	dir := t.TempDir()
+	notKernel := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notKernel, []byte("this is not a kernel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unreadable := filepath.Join(dir, "dir-as-kernel")
+	if err := os.Mkdir(unreadable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated-bzImage")
+	if img, err := os.ReadFile(testKernel); err == nil {
+		if err := os.WriteFile(truncated, img[:0x300], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bigInitrd := filepath.Join(dir, "big-initrd")
+	f, err := os.Create(bigInitrd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: 200 MiB that cannot fit in a 64 MiB guest.
+	if err := f.Truncate(200 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	k := testKernel
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string // substring of the one stderr line
+	}{
+		{"no kernel flag", nil, []string{"run"}, "--kernel is required"},
+		{"missing kernel", nil, []string{"run", "--kernel", filepath.Join(dir, "nope")}, "no such file"},
+		{"kernel is a directory", nil, []string{"run", "--kernel", unreadable}, "kernel"},
+		{"not a kernel", nil, []string{"run", "--kernel", notKernel}, "not a Linux kernel"},
+		{"truncated bzImage", nil, []string{"run", "--kernel", truncated}, "truncated"},
+		{"mem zero", nil, []string{"run", "--kernel", k, "--mem", "0"}, "more than zero"},
+		{"mem unparsable", nil, []string{"run", "--kernel", k, "--mem", "lots"}, "not a number"},
+		{"mem larger than host", nil, []string{"run", "--kernel", k, "--mem", "64T"}, "more than the host"},
+		{"cpus zero", nil, []string{"run", "--kernel", k, "--cpus", "0"}, "--cpus"},
+		{"command line too long", nil, []string{"run", "--kernel", k, "-p", strings.Repeat("x", 70000)}, "command line"},
+		{"initrd too big", nil, []string{"run", "--kernel", k, "-m", "64M", "--initrd", bigInitrd}, "initrd"},
+		{"initrd missing", nil, []string{"run", "--kernel", k, "--initrd", filepath.Join(dir, "nope")}, "initrd"},
+		{"no /dev/kvm", []string{"GOVM_KVM_DEVICE=" + filepath.Join(dir, "kvm")}, []string{"run", "--kernel", k}, "/dev/kvm"},
+		{"bad disk option", nil, []string{"run", "--kernel", k, "--disk", "x.img,bogus"}, "unknown option"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{govmBin}, c.args...)
+			o, err := runEnv(c.env, 30*time.Second, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.ExitCode == 0 {
+				t.Fatalf("exit status 0, want non-zero\nstderr: %s", o.stderr)
+			}
+			lines := strings.Split(strings.TrimRight(o.stderr, "\n"), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("stderr has %d lines, want exactly 1:\n%s", len(lines), o.stderr)
+			}
+			if !strings.HasPrefix(lines[0], "govm: ") || !strings.Contains(lines[0], c.want) {
+				t.Fatalf("stderr %q does not start with \"govm: \" and mention %q", lines[0], c.want)
+			}
+			if o.stdout != "" {
+				t.Fatalf("a guest ran (stdout %q)", o.stdout)
+			}
+		})
+	}
+}

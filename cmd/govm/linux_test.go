@@ -1,0 +1,83 @@
+package main
+
+// L2: Debian's stock kernel under govm reaches its "Memory:" line. On an
+// emulation-only host everything the kernel does is emulated (~1 M
+// instructions/s), so the budget is minutes, not seconds.
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govm/govm/internal/guestrun"
+)
+
+// debianKernel returns the newest installed /boot/vmlinuz-*.
+func debianKernel(t *testing.T) string {
+	t.Helper()
+	ks, _ := filepath.Glob("/boot/vmlinuz-*")
+	if len(ks) == 0 {
+		t.Fatal("no /boot/vmlinuz-*: install linux-image-amd64 (.ci/run does)")
+	}
+	sort.Strings(ks)
+	return ks[len(ks)-1]
+}
+
+var e820Line = regexp.MustCompile(`BIOS-e820: \[mem 0x([0-9a-f]+)-0x([0-9a-f]+)\] (\w+)`)
+
+func TestLinuxReachesMemoryLine(t *testing.T) {
+	needKVM(t)
+	if testing.Short() {
+		t.Skip("-short: the L2 boot takes minutes on emulation-only hosts")
+	}
+	kernel := debianKernel(t)
+	const mem = 512 << 20
+	params := "loglevel=8 l2test=govm"
+	o, err := guestrun.RunUntil(context.Background(), 300*time.Second, func(s string) bool {
+		return strings.Contains(s, "Memory: ")
+	}, govmBin, "run", "--kernel", kernel, "-m", "512M", "-p", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.Stopped {
+		t.Fatalf("no \"Memory:\" line after %v (timed out %v, exit %d)\nstderr:\n%s\nserial tail:\n%s",
+			o.Elapsed, o.TimedOut, o.ExitCode, o.Stderr, tail(o.Serial, 3000))
+	}
+	t.Logf("Debian kernel %s reached \"Memory:\" in %v", filepath.Base(kernel), o.Elapsed)
+
+	// The command line the kernel printed is the one govm passed.
+	want := defaultParams + " " + params
+	if !strings.Contains(o.Serial, "Command line: "+want) {
+		t.Errorf("kernel did not print \"Command line: %s\"", want)
+	}
+	// The e820 map the kernel printed is the one govm built for 512 MiB.
+	var got []string
+	for _, m := range e820Line.FindAllStringSubmatch(o.Serial, -1) {
+		start, _ := strconv.ParseUint(m[1], 16, 64)
+		end, _ := strconv.ParseUint(m[2], 16, 64)
+		got = append(got, fmt.Sprintf("%#x-%#x %s", start, end+1, m[3]))
+	}
+	wantMap := []string{
+		"0x0-0x9fc00 usable",
+		"0x9fc00-0xa0000 reserved",
+		"0xf0000-0x100000 reserved",
+		fmt.Sprintf("0x100000-%#x usable", mem),
+	}
+	if strings.Join(got, "; ") != strings.Join(wantMap, "; ") {
+		t.Errorf("kernel e820 map:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(wantMap, "\n  "))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/govm/govm/vmm"
+)
+
+// defaultParams is prepended to the guest command line (like kvmtool's):
+// console on COM1 from the first line, reboot through the i8042 (which ends
+// govm), no ACPI (govm describes the machine with an MP table), PCI
+// configuration mechanism 1, and i8042 options that skip the slow probes of
+// devices govm does not have.
+const defaultParams = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k panic=1 pci=conf1 acpi=off " +
+	"i8042.direct=1 i8042.dumbkbd=1 i8042.nopnp=1 i8042.noaux=1"
+
+type runFlags struct {
+	kernel, initrd, params, mem, name string
+	cpus                              int
+	noDefaultParams, debugExit        bool
+	disks                             []string
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run --kernel PATH [flags]",
+		Short: "Boot a guest kernel",
+		Example: `  # Boot a kernel with an initramfs and 1 GiB of RAM
+  govm run --kernel bzImage --initrd initrd.cpio.gz -m 1G
+
+  # Add to the kernel command line and use two vCPUs
+  govm run --kernel bzImage -p "root=/dev/vda rw" --disk rootfs.ext4 -c 2
+
+  # Let the guest choose govm's exit status (port 0x501, like QEMU's isa-debug-exit)
+  govm run --kernel guest/build/bzImage -p test=boot --debug-exit
+
+  # Quit an interactive console: Ctrl-A x`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVM(cmd, &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kernel, "kernel", "", "kernel image: bzImage or ELF vmlinux (required)")
+	fl.StringVar(&f.initrd, "initrd", "", "initial ramdisk to load")
+	fl.StringVarP(&f.params, "params", "p", "", "kernel command line, appended to govm's defaults")
+	fl.BoolVar(&f.noDefaultParams, "no-default-params", false, "do not prepend govm's default command line ("+defaultParams+")")
+	fl.StringVarP(&f.mem, "mem", "m", "512M", "guest RAM size, with K/M/G suffix (a bare number is MiB)")
+	fl.IntVarP(&f.cpus, "cpus", "c", 1, "number of vCPUs")
+	fl.StringVar(&f.name, "name", "", "VM name (default guest-<pid>)")
+	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
+	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
+	return cmd
+}
+
+func runVM(cmd *cobra.Command, f *runFlags) error {
+	if f.kernel == "" {
+		return fmt.Errorf("--kernel is required: give the path of a bzImage or vmlinux, e.g. --kernel /boot/vmlinuz-$(uname -r)")
+	}
+	mem, err := parseSize(f.mem)
+	if err != nil {
+		return fmt.Errorf("--mem: %w", err)
+	}
+	if f.cpus < 1 || f.cpus > 255 {
+		return fmt.Errorf("--cpus %d: must be between 1 and 255", f.cpus)
+	}
+	cfg := vmm.Config{
+		Name:      f.name,
+		Kernel:    f.kernel,
+		Initrd:    f.initrd,
+		Params:    f.params,
+		MemSize:   mem,
+		CPUs:      f.cpus,
+		DebugExit: f.debugExit,
+		KVMPath:   os.Getenv("GOVM_KVM_DEVICE"),
+		Stdout:    os.Stdout,
+		Log:       os.Stderr,
+	}
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("guest-%d", os.Getpid())
+	}
+	if !f.noDefaultParams {
+		cfg.DefaultParams = defaultParams
+	}
+	for _, d := range f.disks {
+		dc, err := parseDisk(d)
+		if err != nil {
+			return err
+		}
+		cfg.Disks = append(cfg.Disks, dc)
+	}
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		cfg.Stdin = os.Stdin
+	} else if st, err := os.Stdin.Stat(); err == nil && st.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0 {
+		cfg.Stdin = os.Stdin
+	}
+
+	m, err := vmm.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res := m.Run(ctx)
+	fmt.Fprintf(os.Stderr, "govm: %s\n", res.Reason)
+	if res.Status != 0 {
+		return exitError{res.Status}
+	}
+	return nil
+}

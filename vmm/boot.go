@@ -1,0 +1,98 @@
+package vmm
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/govm/govm/bootparam"
+	"github.com/govm/govm/guestmem"
+)
+
+// Fixed boot-time addresses (see docs/boot.md and cpu.SetupLongMode).
+const (
+	zeroPageAddr = 0x7000
+	cmdlineAddr  = 0x20000
+	mptableAddr  = 0xF0000
+)
+
+
+// bootInfo is what loading the kernel produced, for the log line and the
+// vCPU set-up.
+type bootInfo struct {
+	entry      uint64
+	format     string
+	initrdAddr uint64
+	initrdSize uint64
+	cmdline    string
+}
+
+// loadKernel loads the kernel, initrd, command line and zero page into guest
+// memory following the Linux x86 boot protocol (Documentation/x86/boot.rst).
+func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, error) {
+	img, err := os.ReadFile(cfg.Kernel)
+	if err != nil {
+		return nil, inputErrorf("kernel: %w", err)
+	}
+	k, err := bootparam.Load(img)
+	if err != nil {
+		return nil, inputErrorf("kernel %s: %w", cfg.Kernel, err)
+	}
+	var kernelEnd uint64
+	for _, s := range k.Segments {
+		if s.MemSize < uint64(len(s.Data)) {
+			return nil, inputErrorf("kernel %s: segment at %#x has memsz < filesz", cfg.Kernel, s.GPA)
+		}
+		dst, err := mem.Slice(s.GPA, s.MemSize)
+		if err != nil {
+			return nil, inputErrorf("kernel %s: segment [%#x, +%#x) does not fit in %d MiB of RAM; use a larger --mem: %w",
+				cfg.Kernel, s.GPA, s.MemSize, memSize>>20, err)
+		}
+		n := copy(dst, s.Data)
+		clear(dst[n:])
+		kernelEnd = max(kernelEnd, s.GPA+s.MemSize)
+	}
+
+	limit := uint32(2048)
+	if k.Header != nil && k.Header.CmdlineSize != 0 {
+		limit = k.Header.CmdlineSize
+	}
+	cmdline, err := bootparam.BuildCmdline(cfg.DefaultParams, cfg.Params, limit)
+	if err != nil {
+		return nil, inputErrorf("%w", err)
+	}
+	if err := mem.WriteAt(append([]byte(cmdline), 0), cmdlineAddr); err != nil {
+		return nil, fmt.Errorf("vmm: writing command line: %w", err)
+	}
+
+	bi := &bootInfo{entry: k.Entry, format: k.Format, cmdline: cmdline}
+	if cfg.Initrd != "" {
+		initrd, err := os.ReadFile(cfg.Initrd)
+		if err != nil {
+			return nil, inputErrorf("initrd: %w", err)
+		}
+		addr, err := bootparam.InitrdAddr(k.Header, memSize, uint64(len(initrd)), kernelEnd)
+		if err != nil {
+			return nil, inputErrorf("initrd %s: %w", cfg.Initrd, err)
+		}
+		if err := mem.WriteAt(initrd, addr); err != nil {
+			return nil, inputErrorf("initrd %s at %#x: %w", cfg.Initrd, addr, err)
+		}
+		bi.initrdAddr, bi.initrdSize = addr, uint64(len(initrd))
+	}
+
+	zp, err := bootparam.BuildZeroPage(bootparam.ZeroPageConfig{
+		Header:      k.Header,
+		CmdlineAddr: cmdlineAddr,
+		CmdlineLen:  uint32(len(cmdline)),
+		InitrdAddr:  bi.initrdAddr,
+		InitrdSize:  bi.initrdSize,
+		E820:        bootparam.E820Map(memSize),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vmm: zero page: %w", err)
+	}
+	if err := mem.WriteAt(zp, zeroPageAddr); err != nil {
+		return nil, fmt.Errorf("vmm: writing zero page: %w", err)
+	}
+	return bi, nil
+}

@@ -1,0 +1,17 @@
+package vmm
+
+import (
+	"os"
+
+	"github.com/govm/govm/serial"
+)
+
+func startConsole(in *os.File, uart *serial.UART, quit func()) (func(), error) {
+	return serial.StartConsole(in, uart, quit)
+}
+
+func (m *Machine) flushConsole() {
+	if m.uart != nil {
+		m.uart.Flush()
+	}
+}

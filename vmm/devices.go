@@ -1,0 +1,83 @@
+package vmm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/govm/govm/cmos"
+	"github.com/govm/govm/debugexit"
+	"github.com/govm/govm/i8042"
+	"github.com/govm/govm/iobus"
+	"github.com/govm/govm/irq"
+	"github.com/govm/govm/mptable"
+	"github.com/govm/govm/serial"
+)
+
+// Legacy PC ports and ISA IRQs.
+const (
+	com1Port, com1IRQ = 0x3f8, 4
+	debugExitPort     = 0x501
+)
+
+// setupDevices puts the platform devices on the port bus and writes the MP
+// table that describes the machine to the guest.
+func (m *Machine) setupDevices() error {
+	m.uart = serial.New(irq.KVMLine{Chip: m.vm, GSI: com1IRQ}, m.cfg.Stdout)
+	regs := []portDev{
+		{com1Port, 8, m.uart, "COM1"},
+		{0x2f8, 8, serial.NewInert(), "COM2"},
+		{0x3e8, 8, serial.NewInert(), "COM3"},
+		{0x2e8, 8, serial.NewInert(), "COM4"},
+		{0x70, 2, cmos.New(m.cfg.MemSize, time.Now), "CMOS"},
+		{0x80, 1, sink{}, "POST port"},
+	}
+	kbd := i8042.New(func() { m.Stop(Result{Status: 0, Reason: "guest reset via i8042"}) })
+	regs = append(regs,
+		portDev{0x60, 1, kbd.Data(), "i8042 data"},
+		portDev{0x64, 1, kbd.Command(), "i8042 command"})
+	if m.cfg.DebugExit {
+		dx := debugexit.New(func(status int) {
+			m.Stop(Result{Status: status, Reason: fmt.Sprintf("guest wrote debug-exit port, status %d", status)})
+		})
+		regs = append(regs, portDev{debugExitPort, 2, dx, "debug-exit"})
+	}
+	for _, r := range regs {
+		if err := m.bus.Register(r.base, r.n, r.dev); err != nil {
+			return fmt.Errorf("vmm: %s: %w", r.what, err)
+		}
+	}
+	if err := m.setupPCI(); err != nil {
+		return err
+	}
+	if _, err := mptable.Write(m.ram.mem, mptableAddr, m.mptableConfig()); err != nil {
+		return fmt.Errorf("vmm: MP table: %w", err)
+	}
+	if m.cfg.Stdin != nil {
+		restore, err := startConsole(m.cfg.Stdin, m.uart, func() {
+			m.Stop(Result{Status: 0, Reason: "console: Ctrl-A x"})
+		})
+		if err != nil {
+			return err
+		}
+		m.closers = append(m.closers, restore)
+	}
+	return nil
+}
+
+// portDev is one registration on the port bus.
+type portDev struct {
+	base, n uint16
+	dev     iobus.Device
+	what    string
+}
+
+// sink is port 0x80 (POST codes, used by Linux as an I/O delay): writes
+// vanish, reads float high.
+type sink struct{}
+
+func (sink) Read(_ uint16, d []byte) {
+	for i := range d {
+		d[i] = 0xff
+	}
+}
+func (sink) Write(uint16, []byte) {}

@@ -1,0 +1,199 @@
+// Package vmm assembles a govm machine: KVM VM, guest RAM, boot state,
+// platform devices and vCPU threads, and runs it until the guest ends.
+package vmm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/govm/govm/cpu"
+	"github.com/govm/govm/iobus"
+	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/serial"
+)
+
+// Config is one VM's configuration, already validated for syntax by the CLI.
+type Config struct {
+	Name          string
+	Kernel        string
+	Initrd        string
+	DefaultParams string // govm's defaults, prepended to Params
+	Params        string
+	MemSize       uint64
+	CPUs          int
+	DebugExit     bool
+	Disks         []DiskConfig
+	KVMPath       string    // default /dev/kvm
+	Stdin         *os.File  // console input; nil for none
+	Stdout        io.Writer // console output
+	Log           io.Writer // govm's own one-line messages (stderr)
+}
+
+// Result says why a VM ended and what govm's exit status should be.
+type Result struct {
+	Status int
+	Reason string
+}
+
+// Machine is a configured, not yet running VM.
+type Machine struct {
+	cfg   Config
+	sys   *kvm.System
+	vm    *kvm.VM
+	vcpus []*kvm.VCPU
+	ram   *ram
+	bus   iobus.Bus
+	boot  *bootInfo
+	uart  *serial.UART
+
+	emulationOnly bool
+	emulationWhy  string
+	closers       []func()
+
+	stopOnce sync.Once
+	done     chan struct{}
+	result   Result
+}
+
+func (m *Machine) logf(format string, args ...any) {
+	if m.cfg.Log != nil {
+		fmt.Fprintf(m.cfg.Log, "govm: "+format+"\n", args...)
+	}
+}
+
+// New creates the VM and loads the guest; nothing runs until Run.
+func New(cfg Config) (m *Machine, err error) {
+	if cfg.CPUs < 1 {
+		return nil, inputErrorf("--cpus %d: need at least 1", cfg.CPUs)
+	}
+	if err := checkMemSize(cfg.MemSize); err != nil {
+		return nil, err
+	}
+	if cfg.KVMPath == "" {
+		cfg.KVMPath = "/dev/kvm"
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if _, err := os.Stat(cfg.Kernel); err != nil {
+		return nil, inputErrorf("kernel: %w", err)
+	}
+	m = &Machine{cfg: cfg, done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+
+	if m.sys, err = kvm.Open(cfg.KVMPath); err != nil {
+		return nil, err
+	}
+	if n, err := m.sys.CheckExtension(kvm.CapMaxVCPUs); err == nil && n > 0 && cfg.CPUs > n {
+		return nil, inputErrorf("--cpus %d: this host's KVM allows at most %d", cfg.CPUs, n)
+	}
+	m.emulationOnly, m.emulationWhy = cpu.EmulationOnly()
+	if m.vm, err = m.sys.CreateVM(); err != nil {
+		return nil, fmt.Errorf("vmm: KVM_CREATE_VM: %w", err)
+	}
+	if err := m.vm.SetTSSAddr(tssAddr); err != nil {
+		return nil, fmt.Errorf("vmm: KVM_SET_TSS_ADDR: %w", err)
+	}
+	if err := m.vm.SetIdentityMapAddr(identityAddr); err != nil {
+		return nil, fmt.Errorf("vmm: KVM_SET_IDENTITY_MAP_ADDR: %w", err)
+	}
+	if err := m.vm.CreateIRQChip(); err != nil {
+		return nil, fmt.Errorf("vmm: KVM_CREATE_IRQCHIP: %w", err)
+	}
+	if err := m.vm.CreatePIT2(); err != nil {
+		return nil, fmt.Errorf("vmm: KVM_CREATE_PIT2: %w", err)
+	}
+
+	if m.ram, err = allocRAM(cfg.MemSize); err != nil {
+		return nil, err
+	}
+	for i, r := range m.ram.mem.Regions() {
+		if err := m.vm.SetUserMemoryRegion(uint32(i), r.GPA, r.Host, 0); err != nil {
+			return nil, fmt.Errorf("vmm: KVM_SET_USER_MEMORY_REGION slot %d: %w", i, err)
+		}
+	}
+
+	if m.boot, err = loadKernel(&cfg, m.ram.mem, cfg.MemSize); err != nil {
+		return nil, err
+	}
+	if err := m.setupDevices(); err != nil {
+		return nil, err
+	}
+	if err := m.setupVCPUs(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Close releases everything New acquired. Safe to call more than once.
+func (m *Machine) Close() {
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		m.closers[i]()
+	}
+	m.closers = nil
+	for _, v := range m.vcpus {
+		_ = v.Close()
+	}
+	m.vcpus = nil
+	if m.vm != nil {
+		_ = m.vm.Close()
+		m.vm = nil
+	}
+	if m.sys != nil {
+		_ = m.sys.Close()
+		m.sys = nil
+	}
+	if m.ram != nil {
+		m.ram.free()
+		m.ram = nil
+	}
+}
+
+// Stop ends the VM with the given result; the first caller wins.
+func (m *Machine) Stop(r Result) {
+	m.stopOnce.Do(func() {
+		m.result = r
+		close(m.done)
+		for _, v := range m.vcpus {
+			v.Interrupt()
+		}
+	})
+}
+
+// Run runs the VM until the guest ends it, a vCPU fails, or ctx is done.
+func (m *Machine) Run(ctx context.Context) Result {
+	if m.emulationOnly {
+		m.logf("warning: %s (~2000x slower than native)", m.emulationWhy)
+	}
+	m.logf("booting %s (%s), entry %#x, %d MiB, %d vCPU", m.cfg.Kernel, m.boot.format, m.boot.entry, m.cfg.MemSize>>20, m.cfg.CPUs)
+	var wg sync.WaitGroup
+	for _, v := range m.vcpus {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.runVCPU(v)
+		}()
+	}
+	select {
+	case <-m.done:
+	case <-ctx.Done():
+		m.Stop(Result{Status: 0, Reason: "stopped: " + context.Cause(ctx).Error()})
+	}
+	wg.Wait()
+	m.flushConsole()
+	return m.result
+}
+
+// IsInputError reports whether err was caused by bad user input (a file or
+// flag), as opposed to a host failure.
+func IsInputError(err error) bool {
+	return errors.Is(err, ErrInput) || errors.Is(err, ErrMemSize) || errors.Is(err, kvm.ErrNoKVM)
+}

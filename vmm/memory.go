@@ -1,0 +1,100 @@
+package vmm
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/govm/govm/guestmem"
+)
+
+// Guest physical layout constants shared with bootparam (see docs/boot.md).
+const (
+	pciHoleStart = 0xC000_0000   // 3 GiB: start of the 32-bit MMIO hole
+	highRAMStart = 0x1_0000_0000 // 4 GiB: where RAM above the hole resumes
+	tssAddr      = 0xfffb_d000   // KVM_SET_TSS_ADDR: three pages in the hole
+	identityAddr = 0xfffb_c000   // KVM_SET_IDENTITY_MAP_ADDR: one page below
+	minMemSize   = 16 << 20      // below this not even the test kernel fits
+)
+
+// ErrMemSize is returned for a --mem that cannot work.
+var ErrMemSize = errors.New("vmm: bad memory size")
+
+// ram is guest RAM: one anonymous host mapping split around the PCI hole.
+type ram struct {
+	host []byte
+	mem  *guestmem.Memory
+}
+
+// checkMemSize validates a requested RAM size against govm's limits and the
+// host's physical memory.
+func checkMemSize(size uint64) error {
+	if size < minMemSize {
+		return fmt.Errorf("%w: %d MiB is too small; use --mem 64M or more", ErrMemSize, size>>20)
+	}
+	if size%(2<<20) != 0 {
+		return fmt.Errorf("%w: %d bytes is not a multiple of 2 MiB; use e.g. --mem %dM", ErrMemSize, size, (size>>20)+1)
+	}
+	total, err := hostMemTotal()
+	if err == nil && size > total {
+		return fmt.Errorf("%w: %d MiB is more than the host's %d MiB; use a smaller --mem", ErrMemSize, size>>20, total>>20)
+	}
+	return nil
+}
+
+// hostMemTotal reads MemTotal from /proc/meminfo.
+func hostMemTotal() (uint64, error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, err := strconv.ParseUint(fields[1], 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("vmm: no MemTotal in /proc/meminfo")
+}
+
+// allocRAM maps size bytes of anonymous memory (touched lazily, so a large
+// --mem costs only what the guest uses) and splits it at the PCI hole: the
+// first min(size, 3 GiB) at GPA 0, the rest at 4 GiB.
+func allocRAM(size uint64) (*ram, error) {
+	host, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("vmm: mmap %d MiB of guest RAM: %w", size>>20, err)
+	}
+	// Back the guest with transparent huge pages where the host allows it:
+	// fewer TLB misses and faster faulting of a large RAM.
+	_ = unix.Madvise(host, unix.MADV_HUGEPAGE)
+	regions := []guestmem.Region{{GPA: 0, Host: host[:min(size, pciHoleStart)]}}
+	if size > pciHoleStart {
+		regions = append(regions, guestmem.Region{GPA: highRAMStart, Host: host[pciHoleStart:]})
+	}
+	mem, err := guestmem.New(regions...)
+	if err != nil {
+		_ = unix.Munmap(host)
+		return nil, err
+	}
+	return &ram{host: host, mem: mem}, nil
+}
+
+func (r *ram) free() {
+	if r.host != nil {
+		_ = unix.Munmap(r.host)
+		r.host = nil
+	}
+}

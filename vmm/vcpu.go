@@ -1,0 +1,126 @@
+package vmm
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/govm/govm/cpu"
+	"github.com/govm/govm/kvm"
+)
+
+// KVM_SYSTEM_EVENT types (include/uapi/linux/kvm.h).
+const (
+	systemEventShutdown = 1
+	systemEventReset    = 2
+	systemEventCrash    = 3
+)
+
+func (m *Machine) setupVCPUs() error {
+	supported, err := m.sys.SupportedCPUID()
+	if err != nil {
+		return fmt.Errorf("vmm: KVM_GET_SUPPORTED_CPUID: %w", err)
+	}
+	for id := 0; id < m.cfg.CPUs; id++ {
+		v, err := m.vm.CreateVCPU(id)
+		if err != nil {
+			return fmt.Errorf("vmm: KVM_CREATE_VCPU %d: %w", id, err)
+		}
+		m.vcpus = append(m.vcpus, v)
+		if err := v.SetCPUID(cpu.FilterCPUID(supported, id, m.cfg.CPUs, m.emulationOnly)); err != nil {
+			return fmt.Errorf("vmm: KVM_SET_CPUID2 vcpu %d: %w", id, err)
+		}
+		if err := cpu.SetupLAPIC(v); err != nil {
+			return fmt.Errorf("vmm: LAPIC vcpu %d: %w", id, err)
+		}
+		// Application processors stay in wait-for-SIPI (the in-kernel
+		// LAPIC's reset state) until the guest starts them.
+		if id == 0 {
+			if err := cpu.SetupLongMode(m.ram.mem, v, m.boot.entry, zeroPageAddr); err != nil {
+				return fmt.Errorf("vmm: boot vCPU set-up: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// runVCPU is one vCPU's thread: KVM_RUN in a loop, dispatching exits.
+func (m *Machine) runVCPU(v *kvm.VCPU) {
+	// KVM requires every ioctl on a vCPU fd to come from one thread, and
+	// Interrupt() signals that thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for {
+		select {
+		case <-m.done:
+			return
+		default:
+		}
+		exit, err := v.Run()
+		if err != nil {
+			m.Stop(Result{Status: 1, Reason: fmt.Sprintf("vCPU %d: KVM_RUN: %v", v.ID(), err)})
+			return
+		}
+		if r, stop := m.handleExit(v, exit); stop {
+			m.Stop(r)
+			return
+		}
+	}
+}
+
+// handleExit services one VM exit; stop says the VM must end with r.
+func (m *Machine) handleExit(v *kvm.VCPU, exit kvm.Exit) (r Result, stop bool) {
+	switch e := exit.(type) {
+	case kvm.ExitIO:
+		m.handleIO(e)
+	case kvm.ExitIntr:
+		// A signal (Go preemption, or Stop) interrupted KVM_RUN; the
+		// loop checks done.
+	case kvm.ExitMMIO:
+		// No MMIO devices yet: reads see all ones, writes vanish, like
+		// an unclaimed bus.
+		if !e.Write {
+			for i := range e.Data {
+				e.Data[i] = 0xff
+			}
+		}
+	case kvm.ExitHLT:
+		// With the in-kernel irqchip KVM handles HLT itself; an HLT exit
+		// means the vCPU halted with interrupts off: it can never wake.
+		return Result{Status: 0, Reason: fmt.Sprintf("vCPU %d halted with interrupts disabled", v.ID())}, true
+	case kvm.ExitShutdown:
+		return Result{Status: 0, Reason: fmt.Sprintf("guest reset (triple fault on vCPU %d)", v.ID())}, true
+	case kvm.ExitSystemEvent:
+		switch e.Type {
+		case systemEventReset:
+			return Result{Status: 0, Reason: "guest requested reset"}, true
+		case systemEventShutdown:
+			return Result{Status: 0, Reason: "guest powered off"}, true
+		default:
+			return Result{Status: 1, Reason: fmt.Sprintf("guest system event %d (crash)", e.Type)}, true
+		}
+	case kvm.ExitInternalError:
+		return Result{Status: 1, Reason: m.describeInternalError(v, e)}, true
+	case kvm.ExitFailEntry:
+		return Result{Status: 1, Reason: fmt.Sprintf("KVM_EXIT_FAIL_ENTRY on vCPU %d: hardware entry failure reason %#x%s",
+			v.ID(), e.Reason, m.ripSuffix(v))}, true
+	default:
+		return Result{Status: 1, Reason: fmt.Sprintf("unexpected VM exit %#v on vCPU %d%s", exit, v.ID(), m.ripSuffix(v))}, true
+	}
+	return Result{}, false
+}
+
+func (m *Machine) handleIO(e kvm.ExitIO) {
+	size := int(e.Size)
+	if size == 0 {
+		return
+	}
+	// String I/O (rep ins/outs) arrives as Count consecutive accesses.
+	for i := 0; i+size <= len(e.Data); i += size {
+		d := e.Data[i : i+size]
+		if e.Write {
+			m.bus.Write(e.Port, d)
+		} else {
+			m.bus.Read(e.Port, d)
+		}
+	}
+}
