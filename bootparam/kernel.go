@@ -60,7 +60,11 @@ type Kernel struct {
 // needs protocol >= 2.12 with XLF_KERNEL_64. A payload in a known format
 // that fails to decompress is an error, not a fallback: the kernel's own
 // decompressor would fail on it too, only minutes later.
-func Load(img []byte) (*Kernel, error) {
+func Load(img []byte) (*Kernel, error) { return load(img, MaxDecompressed) }
+
+// load is Load with a chosen decompression cap (the fuzz test uses a small
+// one to stay fast).
+func load(img []byte, limit int64) (*Kernel, error) {
 	if IsELF(img) {
 		segs, entry, err := loadELF(img)
 		if err != nil {
@@ -79,7 +83,7 @@ func Load(img []byte) (*Kernel, error) {
 	} else if h.PayloadLength > 0 {
 		payload := pm[h.PayloadOffset:][:h.PayloadLength] // bounds checked by ParseSetupHeader
 		start := time.Now()
-		raw, f, err := decompress.Payload(payload, MaxDecompressed)
+		raw, f, err := decompress.Payload(payload, limit)
 		took := time.Since(start)
 		switch {
 		case err == nil && IsELF(raw):

@@ -15,7 +15,6 @@ const (
 	mptableAddr  = 0xF0000
 )
 
-
 // bootInfo is what loading the kernel produced, for the log line and the
 // vCPU set-up.
 type bootInfo struct {

@@ -99,6 +99,9 @@ func Payload(payload []byte, limit int64) ([]byte, Format, error) {
 		if want > limit {
 			return nil, f, fmt.Errorf("%s payload claims %d bytes, limit %d: %w", f, want, limit, ErrTooLarge)
 		}
+		// Output beyond the claimed size is an error anyway; capping
+		// there also bounds dictionary and window allocations.
+		limit = want
 	}
 	var (
 		out []byte

@@ -80,4 +80,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-

@@ -50,6 +50,7 @@ type Driver struct {
 
 type chain struct {
 	descs []uint16
+	first uint64 // address of the first data buffer
 	in    []span
 }
 
@@ -181,8 +182,16 @@ func (d *Driver) buffer(c *chain, out [][]byte, in []int, i int) (addr, ln uint6
 		ln = uint64(len(out[i]))
 		addr = d.Alloc(ln)
 		copy(d.RAM[addr:], out[i])
+		if i == 0 {
+			c.first = addr
+		}
 		return addr, ln, 0
 	}
+	defer func() {
+		if i == 0 {
+			c.first = addr
+		}
+	}()
 	ln = uint64(in[i-len(out)])
 	addr = d.Alloc(ln)
 	clear(d.RAM[addr : addr+ln])
@@ -266,4 +275,40 @@ func (d *Driver) WaitUsedIdx(idx uint16, timeout time.Duration) bool {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// Prepend puts a direct readable descriptor holding out in front of the
+// built (unpublished) chain rest and returns the new head: with rest from
+// BuildIndirectChain this is the "direct descriptors, then one indirect"
+// shape of spec 2.7.5.3.2.
+func (d *Driver) Prepend(out []byte, rest uint16) uint16 {
+	d.t.Helper()
+	c, ok := d.chains[rest]
+	if !ok || len(d.free) == 0 {
+		d.t.Fatalf("virtiotest: cannot prepend to %d", rest)
+	}
+	head := d.free[len(d.free)-1]
+	d.free = d.free[:len(d.free)-1]
+	addr := d.Alloc(uint64(len(out)))
+	copy(d.RAM[addr:], out)
+	d.SetDesc(head, addr, uint32(len(out)), virtio.DescFlagNext, rest)
+	delete(d.chains, rest)
+	c.descs = append([]uint16{head}, c.descs...)
+	d.chains[head] = c
+	return head
+}
+
+// LastUsed is the used idx up to which Collect has consumed.
+func (d *Driver) LastUsed() uint16 { return d.lastUsed }
+
+// Segment0 returns the guest address of the first buffer of a chain this
+// driver built and has not yet collected, so a test can rewrite a request
+// before publishing it.
+func (d *Driver) Segment0(head uint16) uint64 {
+	c, ok := d.chains[head]
+	if !ok {
+		d.t.Errorf("virtiotest: %d is not a chain in flight", head)
+		return 0
+	}
+	return c.first
 }
