@@ -1,0 +1,28 @@
+/* fault: raise an exception at CPL3 on purpose to check that the VMM
+ * delivers it through the guest IDT and that the exception reporter works.
+ * Not part of test=all. fault=ud (default) | pf | gp. Expected: an
+ * EXCEPTION line, RESULT exception fail ..., exit status 3. */
+#include "../lib/cmdline.h"
+#include "../lib/printf.h"
+#include "../lib/test.h"
+
+#include <stdint.h>
+
+static void run(void)
+{
+	char kind[8] = "ud";
+
+	cmdline_get("fault", kind, sizeof(kind));
+	printf("fault: raising #%s at CPL3\n", kind);
+	if (kind[0] == 'p') {
+		/* Beyond the 4 GiB identity map: not present. */
+		(void)*(volatile uint64_t *)(uintptr_t)0x100000000000ull;
+	} else if (kind[0] == 'g') {
+		asm volatile("hlt"); /* privileged at CPL3 */
+	} else {
+		asm volatile("ud2");
+	}
+	printf("fault: no exception\n");
+}
+
+DEFINE_TEST(fault, .name = "fault", .run = run, .in_all = false);
