@@ -13,5 +13,7 @@ func startConsole(in *os.File, uart *serial.UART, quit func()) (func(), error) {
 func (m *Machine) flushConsole() {
 	if m.uart != nil {
 		m.uart.Flush()
+		// Unblocks the console feeder goroutine stuck in Input.
+		m.uart.Close()
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/govm/govm/iobus"
 	"github.com/govm/govm/irq"
 	"github.com/govm/govm/mptable"
+	"github.com/govm/govm/portsink"
 	"github.com/govm/govm/serial"
 )
 
@@ -29,7 +30,7 @@ func (m *Machine) setupDevices() error {
 		{0x3e8, 8, serial.NewInert(), "COM3"},
 		{0x2e8, 8, serial.NewInert(), "COM4"},
 		{0x70, 2, cmos.New(m.cfg.MemSize, time.Now), "CMOS"},
-		{0x80, 1, sink{}, "POST port"},
+		{0x80, 1, portsink.New(0xff), "POST port"},
 	}
 	kbd := i8042.New(func() { m.Stop(Result{Status: 0, Reason: "guest reset via i8042"}) })
 	regs = append(regs,
@@ -70,14 +71,3 @@ type portDev struct {
 	dev     iobus.Device
 	what    string
 }
-
-// sink is port 0x80 (POST codes, used by Linux as an I/O delay): writes
-// vanish, reads float high.
-type sink struct{}
-
-func (sink) Read(_ uint16, d []byte) {
-	for i := range d {
-		d[i] = 0xff
-	}
-}
-func (sink) Write(uint16, []byte) {}

@@ -66,7 +66,7 @@ func (m *Machine) logf(format string, args ...any) {
 }
 
 // New creates the VM and loads the guest; nothing runs until Run.
-func New(cfg Config) (m *Machine, err error) {
+func New(cfg Config) (_ *Machine, err error) {
 	if cfg.CPUs < 1 {
 		return nil, inputErrorf("--cpus %d: need at least 1", cfg.CPUs)
 	}
@@ -82,7 +82,7 @@ func New(cfg Config) (m *Machine, err error) {
 	if _, err := os.Stat(cfg.Kernel); err != nil {
 		return nil, inputErrorf("kernel: %w", err)
 	}
-	m = &Machine{cfg: cfg, done: make(chan struct{})}
+	m := &Machine{cfg: cfg, done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			m.Close()

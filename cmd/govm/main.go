@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -18,6 +20,9 @@ type exitError struct{ status int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.status) }
 
 func main() {
+	// A closed stdout pipe must not kill govm mid-guest: the UART records
+	// the write error and the guest runs on.
+	signal.Ignore(syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:]))
 }
 
