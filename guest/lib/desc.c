@@ -72,7 +72,7 @@ void intr_set_handler(int vector, intr_handler_t h)
 }
 
 static const char *const exc_names[32] = {
-	"DE", "DB", "NMI", "BP", "OF", "BR", "UD", "NM", "DF", "MF09", "TS",
+	"DE", "DB", "NMI", "BP", "OF", "BR", "UD", "NM", "DF", "CSO", "TS",
 	"NP", "SS", "GP", "PF", "15", "MF", "AC", "MC", "XM", "VE", "CP",
 };
 
