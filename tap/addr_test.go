@@ -1,0 +1,155 @@
+package tap
+
+import (
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseMAC(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string // "" = error
+	}{
+		{"52:54:00:12:34:56", "52:54:00:12:34:56"},
+		{"52-54-00-AB-cd-EF", "52:54:00:ab:cd:ef"},
+		{"02:00:00:00:00:01", "02:00:00:00:00:01"},
+		{"", ""},
+		{"zz:54:00:12:34:56", ""},
+		{"52:54:00:12:34", ""},
+		{"52:54:00:12:34:56:78:9a", ""}, // EUI-64: not an Ethernet MAC
+		{"01:00:5e:00:00:01", ""},       // multicast
+		{"ff:ff:ff:ff:ff:ff", ""},       // broadcast
+		{"00:00:00:00:00:00", ""},
+	}
+	for _, tt := range tests {
+		hw, err := ParseMAC(tt.in)
+		if tt.want == "" {
+			if !errors.Is(err, ErrBadMAC) {
+				t.Errorf("ParseMAC(%q) = %v, %v; want ErrBadMAC", tt.in, hw, err)
+			}
+			continue
+		}
+		if err != nil || hw.String() != tt.want {
+			t.Errorf("ParseMAC(%q) = %v, %v; want %s", tt.in, hw, err, tt.want)
+		}
+	}
+}
+
+func TestParseHostIP(t *testing.T) {
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{"10.0.2.1/24", true},
+		{"192.168.100.2/30", true},
+		{"10.1.2.3/32", true},
+		{"fd00::1/64", true},
+		{"10.0.2.1", false}, // no prefix
+		{"10.0.2.0/24", false},
+		{"10.0.2.1/33", false},
+		{"0.0.0.0/0", false},
+		{"224.0.0.1/4", false},
+		{"255.255.255.255/32", false},
+		{"fe80::1%eth0/64", false},
+		{"host/24", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		p, err := ParseHostIP(tt.in)
+		if tt.ok != (err == nil) {
+			t.Errorf("ParseHostIP(%q) = %v, %v; want ok=%v", tt.in, p, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadAddr) {
+			t.Errorf("ParseHostIP(%q) error %v does not wrap ErrBadAddr", tt.in, err)
+		}
+		if err == nil && p.String() != tt.in {
+			t.Errorf("ParseHostIP(%q) = %v", tt.in, p)
+		}
+	}
+}
+
+func TestNameForVM(t *testing.T) {
+	tests := []struct{ vm, want string }{
+		{"", "govm%d"},
+		{"web", "govm-web"},
+		{"a/b:c d", "govm-a_b_c_d"},
+		{"averyveryverylongname", "govm-averyveryv"},
+		{"héllo", "govm-h_llo"},
+	}
+	for _, tt := range tests {
+		got := NameForVM(tt.vm)
+		if got != tt.want {
+			t.Errorf("NameForVM(%q) = %q, want %q", tt.vm, got, tt.want)
+		}
+		if tt.vm != "" {
+			if err := ValidName(got); err != nil {
+				t.Errorf("NameForVM(%q) = %q is not valid: %v", tt.vm, got, err)
+			}
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"tap0", true},
+		{"govm-x", true},
+		{"123456789012345", true},
+		{"1234567890123456", false},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"a/b", false},
+		{"a:b", false},
+		{"a b", false},
+		{"a\tb", false},
+	}
+	for _, tt := range tests {
+		err := ValidName(tt.name)
+		if tt.ok != (err == nil) {
+			t.Errorf("ValidName(%q) = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadName) {
+			t.Errorf("ValidName(%q): %v does not wrap ErrBadName", tt.name, err)
+		}
+	}
+}
+
+func TestOffloadFlags(t *testing.T) {
+	const (
+		csum = 1 << featGuestCsum
+		tso4 = 1 << featGuestTSO4
+		tso6 = 1 << featGuestTSO6
+		ecn  = 1 << featGuestECN
+		ufo  = 1 << featGuestUFO
+		// Host (device-side) offloads must not leak into the flags:
+		// they concern frames the guest sends, not ones it receives.
+		hostCsum = 1 << 0
+		hostTSO4 = 1 << 11
+	)
+	tests := []struct {
+		name string
+		feat uint64
+		want uint
+	}{
+		{"none", 0, 0},
+		{"host offloads only", hostCsum | hostTSO4, 0},
+		{"csum", csum, unix.TUN_F_CSUM},
+		{"tso without csum", tso4 | tso6 | ecn | ufo, 0},
+		{"tso4", csum | tso4, unix.TUN_F_CSUM | unix.TUN_F_TSO4},
+		{"tso4+6", csum | tso4 | tso6, unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6},
+		{"ecn without tso", csum | ecn, unix.TUN_F_CSUM},
+		{"ecn", csum | tso6 | ecn, unix.TUN_F_CSUM | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN},
+		{"ufo", csum | ufo, unix.TUN_F_CSUM | unix.TUN_F_UFO},
+		{"all", ^uint64(0), unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN | unix.TUN_F_UFO},
+	}
+	for _, tt := range tests {
+		if got := OffloadFlags(tt.feat); got != tt.want {
+			t.Errorf("%s: OffloadFlags(%#x) = %#x, want %#x", tt.name, tt.feat, got, tt.want)
+		}
+	}
+}
