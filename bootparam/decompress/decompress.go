@@ -132,6 +132,9 @@ func Payload(payload []byte, limit int64) ([]byte, Format, error) {
 		}
 		return nil, f, fmt.Errorf("payload starts with % x: %w", head, ErrUnknownFormat)
 	}
+	if want >= 0 && errors.Is(err, ErrTooLarge) {
+		return nil, f, fmt.Errorf("%s payload decompresses to more than the %d bytes its size trailer says: %w", f, want, ErrCorrupt)
+	}
 	if err != nil {
 		return nil, f, fmt.Errorf("%s payload: %w", f, err)
 	}
@@ -166,13 +169,20 @@ func gunzip(stream []byte, limit int64) ([]byte, error) {
 }
 
 func unlzma(stream []byte, limit int64) ([]byte, error) {
-	// DictCap bounds the dictionary allocation the header may ask for;
-	// a dictionary larger than the output limit is never needed.
-	cfg := lzma.ReaderConfig{DictCap: int(min(limit, lzma.MaxDictCap))}
-	if cfg.DictCap < lzma.MinDictCap {
-		cfg.DictCap = lzma.MinDictCap
+	const hdrLen = 13 // properties, dictionary size (LE32), size (LE64)
+	if len(stream) < hdrLen {
+		return nil, fmt.Errorf("lzma header truncated: %w", ErrCorrupt)
 	}
-	r, err := cfg.NewReader(bytes.NewReader(stream))
+	// A match can never reach back further than the output produced so
+	// far, so a dictionary larger than the output limit is never used:
+	// shrink the header's claim in a copy, which bounds the allocation
+	// (the reader insists that DictCap covers the header's value).
+	hdr := append([]byte(nil), stream[:hdrLen]...)
+	dict := int64(binary.LittleEndian.Uint32(hdr[1:]))
+	dict = max(min(dict, limit), lzma.MinDictCap)
+	binary.LittleEndian.PutUint32(hdr[1:], uint32(dict))
+	cfg := lzma.ReaderConfig{DictCap: int(dict)}
+	r, err := cfg.NewReader(io.MultiReader(bytes.NewReader(hdr), bytes.NewReader(stream[hdrLen:])))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
