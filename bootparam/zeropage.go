@@ -3,6 +3,7 @@ package bootparam
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 )
 
 // Offsets in struct boot_params (Documentation/x86/zero-page.rst) that are
@@ -115,4 +116,155 @@ func BuildZeroPage(cfg ZeroPageConfig) ([]byte, error) {
 		le.PutUint32(p[16:], e.Type)
 	}
 	return zp, nil
+}
+
+// The guest's physical memory map, reported to the kernel in the zero page's
+// e820 table (Documentation/x86/zero-page.rst: e820_entries at 0x1e8,
+// e820_table at 0x2d0).
+
+// E820 entry types (the ACPI address range types the BIOS call reports).
+const (
+	E820RAM      = 1
+	E820Reserved = 2
+)
+
+// Guest physical layout boundaries (team brief, "Guest physical memory
+// layout").
+const (
+	// EBDAStart: [EBDAStart, 0xa0000) is the extended BIOS data area,
+	// reserved so the kernel does not use what legacy code expects there.
+	EBDAStart = 0x9fc00
+	// VGAStart to BIOSStart is the legacy VGA/option-ROM hole, not RAM.
+	VGAStart = 0xa0000
+	// BIOSStart: [BIOSStart, HighMemStart) holds the MP tables; reserved.
+	BIOSStart = 0xf0000
+	// HighMemStart is 1 MiB, where "extended" memory begins.
+	HighMemStart = 0x100000
+	// LowRAMEnd is the start of the 32-bit PCI/MMIO hole (3 GiB).
+	LowRAMEnd = 0xc0000000
+	// HighRAMStart is where RAM beyond LowRAMEnd is mapped (4 GiB).
+	HighRAMStart = 0x100000000
+	// MaxE820Entries is the room in boot_params.e820_table.
+	MaxE820Entries = 128
+)
+
+// E820Entry is one range of the guest memory map.
+type E820Entry struct {
+	Addr uint64
+	Size uint64
+	Type uint32
+}
+
+// End is the first address after the entry.
+func (e E820Entry) End() uint64 { return e.Addr + e.Size }
+
+// E820Map is the memory map for a guest with memSize bytes of RAM: RAM below
+// the EBDA, the EBDA and BIOS area reserved, RAM from 1 MiB up to the PCI
+// hole, and whatever RAM does not fit below 3 GiB relocated above 4 GiB.
+// The VGA hole (0xa0000-0xf0000) is left out: it is not RAM. govm requires
+// at least a few MiB of RAM; for a memSize below 1 MiB only the low RAM
+// range that exists is reported.
+func E820Map(memSize uint64) []E820Entry {
+	var m []E820Entry
+	if memSize > 0 {
+		m = append(m, E820Entry{Addr: 0, Size: min(memSize, EBDAStart), Type: E820RAM})
+	}
+	m = append(m,
+		E820Entry{Addr: EBDAStart, Size: VGAStart - EBDAStart, Type: E820Reserved},
+		E820Entry{Addr: BIOSStart, Size: HighMemStart - BIOSStart, Type: E820Reserved})
+	if memSize > HighMemStart {
+		m = append(m, E820Entry{Addr: HighMemStart, Size: min(memSize, LowRAMEnd) - HighMemStart, Type: E820RAM})
+	}
+	if memSize > LowRAMEnd {
+		m = append(m, E820Entry{Addr: HighRAMStart, Size: memSize - LowRAMEnd, Type: E820RAM})
+	}
+	return m
+}
+
+// LowRAMTop is the end of the RAM below the PCI hole for a guest of memSize
+// bytes: the highest address (exclusive) usable for things that must stay
+// below 4 GiB, such as the initrd of a kernel without XLF_CAN_BE_LOADED_ABOVE_4G.
+func LowRAMTop(memSize uint64) uint64 { return min(memSize, LowRAMEnd) }
+
+// CmdlineAddr is where govm places the kernel command line (team brief,
+// guest memory layout); the zero page's cmd_line_ptr points here.
+const CmdlineAddr = 0x20000
+
+// BuildCmdline joins the VMM's default arguments and the user's with a
+// space and checks the result against limit, the kernel's cmdline_size
+// (SetupHeader.CmdlineLimit; 0 means DefaultCmdlineSz). The kernel reads
+// the line as a C string and silently truncates at cmdline_size (boot.rst,
+// "THE KERNEL COMMAND LINE"), so a NUL or an overlong line would boot a
+// kernel with different arguments than the user asked for: both are errors.
+// The returned string has no terminating NUL; the caller writes one.
+func BuildCmdline(defaults, user string, limit uint32) (string, error) {
+	if limit == 0 {
+		limit = DefaultCmdlineSz
+	}
+	var parts []string
+	for _, s := range []string{defaults, user} {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	line := strings.Join(parts, " ")
+	if i := strings.IndexByte(line, 0); i >= 0 {
+		return "", fmt.Errorf("%w: NUL byte at offset %d (the kernel would stop reading there)", ErrCmdline, i)
+	}
+	if uint64(len(line)) > uint64(limit) {
+		return "", fmt.Errorf("%w: %d bytes, the kernel accepts at most %d (cmdline_size)", ErrCmdline, len(line), limit)
+	}
+	return line, nil
+}
+
+const pageSize = 4096
+
+// InitrdAddr chooses where the initrd goes: page-aligned and as high as
+// possible, because the kernel unpacks below it and KASLR and the kernel's
+// own allocations prefer low memory (boot.rst, "initrd_addr_max": the
+// traditional choice is "as high as possible"). The initrd must end at or
+// below min(initrd_addr_max+1, end of low RAM), and must not overlap the
+// kernel, which ends at kernelEnd (Kernel.End). hdr may be nil for an ELF
+// kernel, in which case the pre-2.03 default 0x37ffffff applies.
+// An initrdSize of 0 returns 0: no initrd.
+func InitrdAddr(hdr *SetupHeader, memSize, initrdSize, kernelEnd uint64) (uint64, error) {
+	if initrdSize == 0 {
+		return 0, nil
+	}
+	limit := uint64(defaultInitrdAddrMax) + 1
+	if hdr != nil && hdr.InitrdAddrMax != 0 {
+		limit = uint64(hdr.InitrdAddrMax) + 1 // inclusive in the header
+	}
+	top := min(limit, LowRAMTop(memSize))
+	// Nothing of the initrd may sit in govm's boot structures below 1 MiB.
+	bottom := alignUp(max(kernelEnd, HighMemStart), pageSize)
+	if initrdSize > top || bottom > top-initrdSize || (top-initrdSize)&^(pageSize-1) < bottom {
+		return 0, fmt.Errorf("%w: initrd is %s, but only %s is free between the kernel's end at %s and %s "+
+			"(min of RAM size %s, 3 GiB and the kernel's initrd_addr_max): give the guest more memory or use a smaller initrd",
+			ErrInitrdNoRoom, mib(initrdSize), mib(sat(top, bottom)), mib(bottom), mib(top), mib(memSize))
+	}
+	return (top - initrdSize) &^ (pageSize - 1), nil
+}
+
+func alignUp(x, a uint64) uint64 {
+	if x > ^uint64(0)-(a-1) {
+		return ^uint64(0) &^ (a - 1)
+	}
+	return (x + a - 1) &^ (a - 1)
+}
+
+// sat is x-y, or 0 when y > x.
+func sat(x, y uint64) uint64 {
+	if y > x {
+		return 0
+	}
+	return x - y
+}
+
+// mib formats a byte count as MiB for error messages people read.
+func mib(n uint64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
