@@ -155,7 +155,9 @@ func (h *SetupHeader) CmdlineLimit() uint32 {
 // ParseSetupHeader reads and validates the setup header of a bzImage.
 func ParseSetupHeader(img []byte) (*SetupHeader, error) {
 	if len(img) < offHeader+4 {
-		return nil, fmt.Errorf("%w: %d bytes, the setup header needs at least %d", ErrTruncated, len(img), offHeader+4)
+		// Too short to even hold the "HdrS" magic: nothing says this
+		// was ever a kernel.
+		return nil, fmt.Errorf("%w: the file is only %d bytes", ErrNotKernel, len(img))
 	}
 	le := binary.LittleEndian
 	if m := le.Uint32(img[offHeader:]); m != HeaderMagic {

@@ -55,8 +55,8 @@ func TestParseSetupHeaderCorrupt(t *testing.T) {
 		img  []byte
 		want error
 	}{
-		{"empty", nil, ErrTruncated},
-		{"truncated before HdrS", good[:0x1ff], ErrTruncated},
+		{"empty", nil, ErrNotKernel},
+		{"too short for HdrS", good[:0x1ff], ErrNotKernel},
 		{"truncated in header", good[:0x240], ErrTruncated},
 		{"truncated after setup", good[:2*512], ErrTruncated},
 		{"bad magic", mod(func(b []byte) []byte { copy(b[offHeader:], "HdrX"); return b }), ErrNotKernel},

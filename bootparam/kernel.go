@@ -121,7 +121,7 @@ func load(img []byte, limit int64) (*Kernel, error) {
 		Header: h, Segments: []Segment{seg},
 		Entry:  KernelLoadAddr + Entry64Offset,
 		End:    max(seg.End(), bzImageEnd(h, len(pm))),
-		Format: "bzImage (64-bit entry, kernel decompresses itself: " + reason + ")",
+		Format: "bzImage, 64-bit entry at 1 MiB + 0x200 (" + reason + ")",
 	}, nil
 }
 
