@@ -3,6 +3,7 @@ package vmm
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/govm/govm/bootparam"
 	"github.com/govm/govm/guestmem"
@@ -36,7 +37,11 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 	if err != nil {
 		return nil, inputErrorf("kernel %s: %w", cfg.Kernel, err)
 	}
-	var kernelEnd uint64
+	// k.End covers what the kernel occupies while booting, including a
+	// self-decompressing kernel's init_size area beyond its segments.
+	if k.End > memSize || k.End > pciHoleStart {
+		return nil, inputErrorf("kernel %s needs RAM up to %d MiB to boot; use a larger --mem", cfg.Kernel, (k.End+(1<<20)-1)>>20)
+	}
 	for _, s := range k.Segments {
 		if s.MemSize < uint64(len(s.Data)) {
 			return nil, inputErrorf("kernel %s: segment at %#x has memsz < filesz", cfg.Kernel, s.GPA)
@@ -48,14 +53,9 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 		}
 		n := copy(dst, s.Data)
 		clear(dst[n:])
-		kernelEnd = max(kernelEnd, s.GPA+s.MemSize)
 	}
 
-	limit := uint32(2048)
-	if k.Header != nil && k.Header.CmdlineSize != 0 {
-		limit = k.Header.CmdlineSize
-	}
-	cmdline, err := bootparam.BuildCmdline(cfg.DefaultParams, cfg.Params, limit)
+	cmdline, err := bootparam.BuildCmdline(cfg.DefaultParams, cfg.Params, k.Header.CmdlineLimit())
 	if err != nil {
 		return nil, inputErrorf("%w", err)
 	}
@@ -64,12 +64,15 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 	}
 
 	bi := &bootInfo{entry: k.Entry, format: k.Format, cmdline: cmdline}
+	if k.DecompressTime > 0 {
+		bi.format += fmt.Sprintf(", decompressed on the host in %v", k.DecompressTime.Round(time.Millisecond))
+	}
 	if cfg.Initrd != "" {
 		initrd, err := os.ReadFile(cfg.Initrd)
 		if err != nil {
 			return nil, inputErrorf("initrd: %w", err)
 		}
-		addr, err := bootparam.InitrdAddr(k.Header, memSize, uint64(len(initrd)), kernelEnd)
+		addr, err := bootparam.InitrdAddr(k.Header, memSize, uint64(len(initrd)), k.End)
 		if err != nil {
 			return nil, inputErrorf("initrd %s: %w", cfg.Initrd, err)
 		}
