@@ -1,0 +1,216 @@
+// Package virtionet is the virtio network device (virtio spec 5.1) over a
+// tap-like Backend, with the legacy header layout (5.1.6, "legacy
+// interface" notes): a 10-byte struct virtio_net_hdr, 12 bytes with
+// VIRTIO_NET_F_MRG_RXBUF. Queue 0 receives (host -> guest), queue 1
+// transmits; each has its own goroutine.
+package virtionet
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/govm/govm/tap"
+	"github.com/govm/govm/virtio"
+)
+
+// Feature bits of the network device (spec 5.1.3).
+const (
+	FeatureCsum      = 0  // device handles partial checksums (guest TX)
+	FeatureGuestCsum = 1  // driver handles partial checksums (guest RX)
+	FeatureMAC       = 5  // config space has a MAC
+	FeatureGuestTSO4 = 7  // driver receives TSOv4 frames
+	FeatureGuestTSO6 = 8  // driver receives TSOv6 frames
+	FeatureGuestECN  = 9  // driver receives TSO frames with ECN
+	FeatureHostTSO4  = 11 // device accepts TSOv4 frames from the driver
+	FeatureHostTSO6  = 12 // device accepts TSOv6 frames from the driver
+	FeatureHostECN   = 13 // device accepts TSO frames with ECN
+	FeatureMrgRxBuf  = 15 // driver merges receive buffers (num_buffers)
+	FeatureStatus    = 16 // config space has a status field
+)
+
+// Queue indexes (spec 5.1.2, one queue pair).
+const (
+	RXQueue   = 0
+	TXQueue   = 1
+	QueueSize = 256
+)
+
+// StatusLinkUp is VIRTIO_NET_S_LINK_UP in the config status field (5.1.4).
+const StatusLinkUp = 1
+
+// ErrQueues: Activate got fewer queues than the device has.
+var ErrQueues = errors.New("virtionet: rx and tx queues not both configured")
+
+// Backend carries frames, each preceded by the vnet header, to and from the
+// host. *tap.Tap implements it.
+type Backend interface {
+	// TryReadv reads one frame into iovs, or returns an error wrapping
+	// tap.ErrWouldBlock when none is pending. It never blocks.
+	TryReadv(iovs [][]byte) (int, error)
+	// WaitReadable blocks until a frame may be pending or the read
+	// deadline passes.
+	WaitReadable() error
+	// SetReadDeadline makes WaitReadable return (now and until cleared
+	// with the zero time): how Reset unblocks the RX goroutine.
+	SetReadDeadline(t time.Time) error
+	// Writev writes one frame gathered from iovs.
+	Writev(iovs [][]byte) (int, error)
+	// SetVnetHdrSize sets the header length (10 or 12).
+	SetVnetHdrSize(n int) error
+	// SetOffload sets the TUN_F_* offloads the guest accepts.
+	SetOffload(flags uint) error
+}
+
+var _ Backend = (*tap.Tap)(nil)
+
+// Config configures a network device.
+type Config struct {
+	MAC net.HardwareAddr // 6 bytes, unicast
+}
+
+// Device is a virtio-net device. The transport serialises Activate, Reset
+// and config access; the two I/O goroutines share only Stats.
+type Device struct {
+	be Backend
+
+	cfgMu sync.Mutex
+	mac   [6]byte
+
+	stats stats
+
+	// Set by Activate, cleared by Reset.
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+var _ virtio.Device = (*Device)(nil)
+
+// New returns an inactive device on backend.
+func New(backend Backend, cfg Config) (*Device, error) {
+	if backend == nil {
+		return nil, errors.New("virtionet: nil backend")
+	}
+	if _, err := tap.ParseMAC(cfg.MAC.String()); err != nil {
+		return nil, fmt.Errorf("virtionet: %w", err)
+	}
+	d := &Device{be: backend}
+	copy(d.mac[:], cfg.MAC)
+	return d, nil
+}
+
+// Type is virtio.DeviceNet.
+func (d *Device) Type() virtio.DeviceType { return virtio.DeviceNet }
+
+// Features offered: offloads in both directions (passed through to the
+// tap, which does the checksumming and segmentation the guest skipped),
+// mergeable RX buffers, MAC and link status, and the ring features.
+func (d *Device) Features() uint64 {
+	return virtio.RingFeatures | virtio.Bit(FeatureCsum) | virtio.Bit(FeatureGuestCsum) |
+		virtio.Bit(FeatureMAC) | virtio.Bit(FeatureGuestTSO4) | virtio.Bit(FeatureGuestTSO6) |
+		virtio.Bit(FeatureGuestECN) | virtio.Bit(FeatureHostTSO4) | virtio.Bit(FeatureHostTSO6) |
+		virtio.Bit(FeatureHostECN) | virtio.Bit(FeatureMrgRxBuf) | virtio.Bit(FeatureStatus)
+}
+
+// QueueMaxSizes is two queues of QueueSize.
+func (d *Device) QueueMaxSizes() []uint16 { return []uint16{QueueSize, QueueSize} }
+
+// config returns the config space (spec 5.1.4): mac[6], then status le16.
+// The link is always up: a tap has no carrier of its own to lose.
+func (d *Device) config() [8]byte {
+	var c [8]byte
+	d.cfgMu.Lock()
+	copy(c[:6], d.mac[:])
+	d.cfgMu.Unlock()
+	binary.LittleEndian.PutUint16(c[6:], StatusLinkUp)
+	return c
+}
+
+// ReadConfig reads config space; bytes past its end read as zero.
+func (d *Device) ReadConfig(off uint64, data []byte) {
+	c := d.config()
+	clear(data)
+	if off < uint64(len(c)) {
+		copy(data, c[off:])
+	}
+}
+
+// WriteConfig lets a legacy driver set the MAC bytes (spec 5.1.4, legacy
+// note: without VIRTIO_NET_F_CTRL_MAC_ADDR the driver writes mac directly,
+// as Linux's virtnet_set_mac_address does). Status is read-only.
+func (d *Device) WriteConfig(off uint64, data []byte) {
+	d.cfgMu.Lock()
+	defer d.cfgMu.Unlock()
+	for i, b := range data {
+		if o := off + uint64(i); o < 6 {
+			d.mac[o] = b
+		}
+	}
+}
+
+// MAC returns the current MAC (the driver may have changed it).
+func (d *Device) MAC() net.HardwareAddr {
+	c := d.config()
+	return net.HardwareAddr(append([]byte(nil), c[:6]...))
+}
+
+// Activate configures the backend for the negotiated features and starts
+// the RX and TX goroutines.
+func (d *Device) Activate(a virtio.Activation) error {
+	if d.stop != nil {
+		return errors.New("virtionet: already active")
+	}
+	if len(a.Queues) < 2 || len(a.Kicks) < 2 {
+		return fmt.Errorf("%w: got %d", ErrQueues, len(a.Queues))
+	}
+	hdr := hdrLen(a.Features)
+	if err := d.be.SetVnetHdrSize(hdr); err != nil {
+		return fmt.Errorf("virtionet: %w", err)
+	}
+	if err := d.be.SetOffload(tap.OffloadFlags(a.Features)); err != nil {
+		return fmt.Errorf("virtionet: %w", err)
+	}
+	if err := d.be.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("virtionet: %w", err)
+	}
+	d.stop = make(chan struct{})
+	rx := newRX(d, a, hdr)
+	tx := newTX(d, a, hdr)
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); rx.run() }()
+	go func() { defer d.wg.Done(); tx.run() }()
+	return nil
+}
+
+// Reset stops both goroutines, unblocking the RX wait on the backend, and
+// waits for them. A frame read from the backend but not yet delivered is
+// lost, like one in flight on a wire that is unplugged.
+func (d *Device) Reset() {
+	if d.stop == nil {
+		return
+	}
+	close(d.stop)
+	// A deadline in the past wakes a WaitReadable in progress and makes
+	// the next one return at once, so the RX goroutine cannot miss it.
+	_ = d.be.SetReadDeadline(time.Unix(1, 0))
+	d.wg.Wait()
+	_ = d.be.SetReadDeadline(time.Time{})
+	d.stop = nil
+}
+
+// stopped reports whether Reset has begun.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// isDeadline reports whether err is the backend's read deadline passing.
+func isDeadline(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
