@@ -15,6 +15,8 @@
 # Environment:
 #   KVER           kernel version to use (default: newest /boot/vmlinuz-* that has
 #                  /lib/modules/<ver>/modules.dep)
+#   SYSROOT        where to find boot/ and lib/modules/ (default: /); e.g. a directory
+#                  made by `dpkg-deb -x linux-image-<ver>_amd64.deb DIR` + `depmod -b DIR`
 #   GUEST_MODULES  space-separated module names to include (dependencies are added
 #                  automatically from modules.dep; names absent for this kernel are
 #                  skipped, so optional helpers like virtio_pci_legacy_dev are safe)
@@ -40,15 +42,19 @@ crc32c_generic crc16 mbcache jbd2 ext4"}
 
 # --- Inputs -----------------------------------------------------------------------
 
-if [ -z "${KVER:-}" ]; then
-	for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|^/boot/vmlinuz-||' | sort -V); do
-		[ -f "/lib/modules/$k/modules.dep" ] && KVER=$k
+SYSROOT=${SYSROOT:-}
+SYSROOT=${SYSROOT%/}
+if [ -n "${KVER:-}" ]; then
+	[ -f "$SYSROOT/boot/vmlinuz-$KVER" ] || die "KVER=$KVER but there is no $SYSROOT/boot/vmlinuz-$KVER"
+else
+	for k in $(ls "$SYSROOT"/boot/vmlinuz-* 2>/dev/null | sed 's|^.*/vmlinuz-||' | sort -V); do
+		[ -f "$SYSROOT/lib/modules/$k/modules.dep" ] && KVER=$k
 	done
+	[ -n "${KVER:-}" ] ||
+		die "no kernel in $SYSROOT/boot: missing package linux-image-amd64 (apt-get install linux-image-amd64)"
 fi
-[ -n "${KVER:-}" ] && [ -f "/boot/vmlinuz-$KVER" ] ||
-	die "no kernel in /boot: missing package linux-image-amd64 (apt-get install linux-image-amd64)"
-KERNEL=/boot/vmlinuz-$KVER
-MODDIR=/lib/modules/$KVER
+KERNEL=$SYSROOT/boot/vmlinuz-$KVER
+MODDIR=$SYSROOT/lib/modules/$KVER
 [ -f "$MODDIR/modules.dep" ] ||
 	die "no $MODDIR/modules.dep: missing package kmod (apt-get install kmod, then depmod $KVER)"
 
@@ -122,6 +128,7 @@ for rel in $ORDER; do
 	src=$MODDIR/$rel
 	name=$(basename "$rel" | sed -E 's/\.ko(\.(xz|zst|gz))?$//')
 	dst=$ROOT/lib/modules/$name.ko
+	[ -f "$src" ] || die "modules.dep lists $rel but $src is missing (reinstall linux-image-$KVER)"
 	# busybox insmod reads plain ELF only: decompress on the host.
 	case $rel in
 	*.ko.xz)  command -v xz >/dev/null || die "no xz: missing package xz-utils"; xz -dc "$src" >"$dst" ;;
@@ -163,7 +170,7 @@ mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 # Modules are listed dependencies first; a failure is reported, not fatal, so a
 # guest without (say) virtio-net still reaches the shell.
 while read -r m; do
-	insmod "/lib/modules/$m.ko" 2>/dev/null || echo "init: insmod $m failed"
+	insmod "/lib/modules/$m.ko" || echo "init: insmod $m failed"
 done </etc/govm-modules
 
 ip=; gw=; cmd=
