@@ -1,0 +1,19 @@
+/* TSC rate, measured against the 8254 PIT so that durations printed by the
+ * benchmarks are in real time on every VMM. */
+#ifndef LIB_TSC_H
+#define LIB_TSC_H
+
+#include <stdint.h>
+
+/* tsc_khz calibrates once (about 50 ms, PIT channel 2 polled through port
+ * 0x61 like Linux's pit_calibrate_tsc) and caches the result. Works at
+ * CPL3. Falls back to 1 GHz if the PIT never counts down. */
+uint64_t tsc_khz(void);
+
+/* tsc_after returns the TSC value ms milliseconds from now. */
+uint64_t tsc_after(uint64_t ms);
+
+/* tsc_to_us converts a TSC delta to microseconds. */
+uint64_t tsc_to_us(uint64_t cycles);
+
+#endif
