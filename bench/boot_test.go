@@ -95,6 +95,7 @@ func qemuArgv(b *testing.B, kernel string) []string {
 // bootSample is one boot's measurements.
 type bootSample struct {
 	firstByte time.Duration // Start to first serial byte
+	summary   time.Duration // Start to the end of the guest's SUMMARY line
 	exit      time.Duration // Start to the VMM being reaped
 	rssKB     int64         // resident at the first byte (-1: process already gone)
 	guestKB   int64         // of which guest RAM
@@ -128,7 +129,8 @@ func boot(argv []string, timeout time.Duration) (bootSample, error) {
 	if _, err := rep.Failed(); err != nil {
 		return bootSample{}, fmt.Errorf("%w\nserial: %q", err, p.Output())
 	}
-	s := bootSample{firstByte: fb, exit: p.ExitAfter(), rssKB: -1, maxRSSKB: p.MaxRSSKB()}
+	_, sum, _ := p.LineAt("SUMMARY ") // present: Failed checked it
+	s := bootSample{firstByte: fb, summary: sum, exit: p.ExitAfter(), rssKB: -1, maxRSSKB: p.MaxRSSKB()}
 	if maps := p.FirstByteMem(); maps != nil {
 		s.rssKB, s.guestKB, _ = SplitRSS(maps, guestRAMMB<<10)
 	}
@@ -137,16 +139,17 @@ func boot(argv []string, timeout time.Duration) (bootSample, error) {
 
 // summary holds the medians of a series of boots.
 type summary struct {
-	firstByte, exit          time.Duration
+	firstByte, summary, exit time.Duration
 	rssKB, guestKB, maxRSSKB int64
 	memSamples               int
 }
 
 func summarize(ss []bootSample) summary {
-	var fb, ex []time.Duration
+	var fb, sum, ex []time.Duration
 	var rss, guest, maxRSS []int64
 	for _, s := range ss {
 		fb = append(fb, s.firstByte)
+		sum = append(sum, s.summary)
 		ex = append(ex, s.exit)
 		maxRSS = append(maxRSS, s.maxRSSKB)
 		if s.rssKB >= 0 {
@@ -155,7 +158,7 @@ func summarize(ss []bootSample) summary {
 		}
 	}
 	return summary{
-		firstByte: Median(fb), exit: Median(ex),
+		firstByte: Median(fb), summary: Median(sum), exit: Median(ex),
 		rssKB: Median(rss), guestKB: Median(guest),
 		maxRSSKB: Median(maxRSS), memSamples: len(rss),
 	}
@@ -167,6 +170,7 @@ func mb(kb int64) float64        { return float64(kb) / 1024 }
 // report publishes one VMM's medians under a name prefix ("" or "govm-"/"qemu-").
 func (s summary) report(b *testing.B, prefix string) {
 	b.ReportMetric(ms(s.firstByte), prefix+"first-byte-ms")
+	b.ReportMetric(ms(s.summary), prefix+"summary-ms")
 	b.ReportMetric(ms(s.exit), prefix+"exit-ms")
 	b.ReportMetric(mb(s.maxRSSKB), prefix+"maxrss-MB")
 	if s.memSamples > 0 {

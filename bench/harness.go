@@ -45,6 +45,7 @@ type Proc struct {
 	firstByte time.Time     // when the first stdout byte arrived; zero until then
 	firstMem  []Mapping     // /proc/PID/smaps sampled at the first byte; nil if unavailable
 	exitAt    time.Time     // when the VMM was reaped
+	lineAt    []time.Time   // lineAt[i]: when the i-th '\n' arrived (end of line i)
 	stderr    bytes.Buffer
 	exited    bool
 	waitErr   error
@@ -99,6 +100,9 @@ func (p *Proc) readLoop(r io.Reader) {
 				p.firstMem = maps
 			}
 			p.out.Write(buf[:n])
+			for range bytes.Count(buf[:n], []byte{'\n'}) {
+				p.lineAt = append(p.lineAt, now)
+			}
 			p.notifyLocked()
 			p.mu.Unlock()
 		}
@@ -185,15 +189,33 @@ func (p *Proc) ExitAfter() time.Duration {
 func (p *Proc) WaitLine(prefix string, timeout time.Duration) (string, error) {
 	var found string
 	err := p.waitFor(fmt.Sprintf("line %q", prefix), timeout, func() bool {
-		for _, l := range splitLines(p.out.String()) {
-			if strings.HasPrefix(l, prefix) {
-				found = l
-				return true
-			}
-		}
-		return false
+		var ok bool
+		found, _, ok = p.lineLocked(prefix)
+		return ok
 	})
 	return found, err
+}
+
+// LineAt returns the first complete line starting with prefix and how long after
+// Start its last byte arrived, so a benchmark can split a run into phases (guest
+// done vs. VMM teardown) without the guest having a clock the host trusts.
+func (p *Proc) LineAt(prefix string) (line string, after time.Duration, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line, at, ok := p.lineLocked(prefix)
+	if !ok {
+		return "", 0, false
+	}
+	return line, at.Sub(p.Start), true
+}
+
+func (p *Proc) lineLocked(prefix string) (string, time.Time, bool) {
+	for i, l := range splitLines(p.out.String()) {
+		if strings.HasPrefix(l, prefix) {
+			return l, p.lineAt[i], true
+		}
+	}
+	return "", time.Time{}, false
 }
 
 // Wait waits for the VMM to exit and returns its exit status (-1 if killed by a

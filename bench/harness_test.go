@@ -265,6 +265,15 @@ func TestProc(t *testing.T) {
 		if l, err := p.WaitLine("partial", 5*time.Second); err != nil || l != "partial line" {
 			t.Fatalf("WaitLine(partial) = %q, %v; want the completed line", l, err)
 		}
+		_, atResult, ok1 := p.LineAt("RESULT")
+		_, atPartial, ok2 := p.LineAt("partial")
+		if !ok1 || !ok2 || atResult < fb || atPartial-atResult < 40*time.Millisecond {
+			t.Errorf("LineAt: RESULT at %v, partial at %v (first byte %v); want partial >= 50ms later",
+				atResult, atPartial, fb)
+		}
+		if _, _, ok := p.LineAt("SUMMARY pass=2"); ok {
+			t.Error("LineAt found a line that was never printed")
+		}
 		status, err := p.Wait(5 * time.Second)
 		if err != nil || status != 3 {
 			t.Fatalf("Wait = %d, %v; want 3", status, err)
