@@ -117,6 +117,24 @@ func SlotIOBase(slot uint8) uint16 {
 	return IOWindowBase + uint16(slot)*IOWindowStride
 }
 
+// slotIRQs are the IRQs suggested for slots 1-4: ISA lines nothing else on
+// the platform uses (0 timer, 1 i8042, 2 cascade, 3/4 COM, 6 floppy, 7 LPT,
+// 8 RTC, 12 mouse, 13 FPU, 14/15 IDE are taken or conventional), so each
+// device has a line of its own that works through the PIC as well as the
+// IOAPIC. 10 and 11 are also QEMU's PCI link IRQs.
+var slotIRQs = [...]uint8{10, 11, 5, 9}
+
+// SlotIRQ suggests the IRQ (IOAPIC pin = PIC line) for INTA# of the device
+// in slot 1-4, and false for other slots. Lines are not shared on purpose:
+// each device drives its line with KVM_IRQ_LINE from one user-space source,
+// and two devices on one line would lower each other's interrupt.
+func SlotIRQ(slot uint8) (uint8, bool) {
+	if slot == 0 || int(slot) > len(slotIRQs) {
+		return 0, false
+	}
+	return slotIRQs[slot-1], true
+}
+
 // Add plugs dev into slot (1..31), programs BAR0 to SlotIOBase(slot),
 // enables I/O decoding and maps the BAR on the port bus, as firmware would.
 func (b *Bus) Add(slotNum uint8, dev Device) error {

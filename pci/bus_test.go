@@ -366,3 +366,25 @@ func TestNewFunctionErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestSlotIRQ(t *testing.T) {
+	seen := map[uint8]bool{}
+	for slot := uint8(0); slot < NumSlots; slot++ {
+		irq, ok := SlotIRQ(slot)
+		if ok != (slot >= 1 && slot <= 4) {
+			t.Fatalf("slot %d: ok %v", slot, ok)
+		}
+		if !ok {
+			continue
+		}
+		// Never a line the platform uses (timer, i8042, cascade, COM1/2, RTC).
+		switch irq {
+		case 0, 1, 2, 3, 4, 8, 12, 13, 14, 15:
+			t.Fatalf("slot %d gets reserved IRQ %d", slot, irq)
+		}
+		if seen[irq] {
+			t.Fatalf("IRQ %d shared", irq)
+		}
+		seen[irq] = true
+	}
+}
