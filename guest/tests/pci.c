@@ -36,4 +36,4 @@ static void run(void)
 	report_end();
 }
 
-DEFINE_TEST(pci, .name = "pci", .run = run, .in_all = true);
+DEFINE_TEST(pci, .name = "pci", .run = run);
