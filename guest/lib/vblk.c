@@ -25,6 +25,10 @@ int vblk_open(struct vblk *b, int index, const struct vblk_opts *o)
 	b->index = index;
 	b->o = *o;
 	b->inflight = 0;
+	/* No PIC line (none assigned, or a GSI above 15): poll instead of
+	 * waiting for an interrupt that cannot come. */
+	if (d && !d->irq)
+		b->o.poll = true;
 	b->vq = 0;
 	if (!d)
 		return -1;
