@@ -272,12 +272,14 @@ static void run_basic(void)
 	run_range();
 }
 
-/* Two disks with requests in flight on both at once. */
+/* Two disks with requests in flight on both at once: disk 0 and disk
+ * blk.multi_second (1); pick one on the same IRQ to exercise sharing. */
 static void run_multi(void)
 {
 	uintptr_t mark = alloc_mark();
 	uint64_t n = (uint64_t)cmdline_get_int("blk.sectors", 256);
 	int qd = (int)cmdline_get_int("blk.qd", 4);
+	int idx[2] = { 0, (int)cmdline_get_int("blk.multi_second", 1) };
 	struct vblk_opts o;
 	struct io_job j[2];
 	uint8_t *buf[2];
@@ -286,7 +288,7 @@ static void run_multi(void)
 
 	opts(&o);
 	for (int i = 0; i < 2; i++) {
-		if (!blk_open(&disk[i], i, &o, "blk-multi"))
+		if (!blk_open(&disk[i], idx[i], &o, "blk-multi"))
 			return;
 		if (n > disk[i].capacity)
 			n = disk[i].capacity;
