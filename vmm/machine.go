@@ -13,7 +13,9 @@ import (
 	"github.com/govm/govm/cpu"
 	"github.com/govm/govm/iobus"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/pci"
 	"github.com/govm/govm/serial"
+	virtionet "github.com/govm/govm/virtio/net"
 )
 
 // Config is one VM's configuration, already validated for syntax by the CLI.
@@ -27,6 +29,7 @@ type Config struct {
 	CPUs          int
 	DebugExit     bool
 	Disks         []DiskConfig
+	Nets          []virtionet.NetConfig
 	KVMPath       string    // default /dev/kvm
 	Stdin         *os.File  // console input; nil for none
 	Stdout        io.Writer // console output
@@ -49,6 +52,9 @@ type Machine struct {
 	bus   iobus.Bus
 	boot  *bootInfo
 	uart  *serial.UART
+	pci   *pci.Bus
+	slots []pciSlot
+	nets  []*virtionet.Device
 
 	emulationOnly bool
 	emulationWhy  string

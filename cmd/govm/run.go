@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	virtionet "github.com/govm/govm/virtio/net"
 	"github.com/govm/govm/vmm"
 )
 
@@ -25,7 +26,7 @@ type runFlags struct {
 	kernel, initrd, params, mem, name string
 	cpus                              int
 	noDefaultParams, debugExit        bool
-	disks                             []string
+	disks, nets                       []string
 }
 
 func newRunCmd() *cobra.Command {
@@ -42,6 +43,9 @@ func newRunCmd() *cobra.Command {
   # Let the guest choose govm's exit status (port 0x501, like QEMU's isa-debug-exit)
   govm run --kernel guest/build/bzImage -p test=boot --debug-exit
 
+  # A network device on a new tap with the host side at 10.0.2.1
+  govm run --kernel bzImage --initrd initrd --net tap,host-ip=10.0.2.1/24
+
   # Quit an interactive console: Ctrl-A x`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runVM(cmd, &f) },
@@ -56,6 +60,7 @@ func newRunCmd() *cobra.Command {
 	fl.StringVar(&f.name, "name", "", "VM name (default guest-<pid>)")
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
+	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC] or none (repeatable)")
 	return cmd
 }
 
@@ -94,6 +99,13 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 			return err
 		}
 		cfg.Disks = append(cfg.Disks, dc)
+	}
+	for _, n := range f.nets {
+		nc, err := virtionet.ParseNetFlag(n)
+		if err != nil {
+			return err
+		}
+		cfg.Nets = append(cfg.Nets, nc)
 	}
 	if term.IsTerminal(int(os.Stdin.Fd())) {
 		cfg.Stdin = os.Stdin

@@ -1,0 +1,20 @@
+package vmm
+
+import (
+	virtioblk "github.com/govm/govm/virtio/blk"
+)
+
+// openDisk opens a --disk image (locked against a second writer) and builds
+// its virtio-blk device.
+func openDisk(d DiskConfig) (*virtioblk.Device, error) {
+	f, err := virtioblk.OpenFile(d.Path, d.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := virtioblk.New(f, virtioblk.Config{ReadOnly: d.ReadOnly, Serial: d.Serial})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return dev, nil
+}
