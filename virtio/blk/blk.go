@@ -15,12 +15,12 @@ import (
 
 // Feature bits (spec 5.2.3).
 const (
-	FeatureSizeMax  = 1  // size_max holds the largest segment
-	FeatureSegMax   = 2  // seg_max holds the most segments per request
-	FeatureGeometry = 4  // geometry is valid
-	FeatureRO       = 5  // the disk is read-only
-	FeatureBlkSize  = 6  // blk_size is valid
-	FeatureFlush    = 9  // VIRTIO_BLK_T_FLUSH is supported
+	FeatureSizeMax  = 1 // size_max holds the largest segment
+	FeatureSegMax   = 2 // seg_max holds the most segments per request
+	FeatureGeometry = 4 // geometry is valid
+	FeatureRO       = 5 // the disk is read-only
+	FeatureBlkSize  = 6 // blk_size is valid
+	FeatureFlush    = 9 // VIRTIO_BLK_T_FLUSH is supported
 )
 
 const (

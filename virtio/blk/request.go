@@ -3,6 +3,7 @@ package virtioblk
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // Request types and status values (spec 5.2.6).
@@ -61,7 +62,10 @@ func parseRequest(hdr []byte, readable, writable, capacity uint64) (request, err
 		return r, nil
 	}
 	// Data moves in whole sectors (spec 5.2.6.1); a range past the end of
-	// the disk, or one whose end overflows, fails before any I/O.
+	// the disk, or one whose end overflows, fails before any I/O. The
+	// byte offset must fit an int64 file offset too (New bounds capacity
+	// that way; checked again here because the sector is the guest's).
+	capacity = min(capacity, math.MaxInt64/SectorSize)
 	if r.n%SectorSize != 0 || r.sector > capacity || r.n/SectorSize > capacity-r.sector {
 		r.status = StatusIOErr
 		return r, nil
