@@ -5,8 +5,8 @@ import (
 )
 
 // openDisk opens a --disk image (locked against a second writer) and builds
-// its virtio-blk device.
-func openDisk(d DiskConfig) (*virtioblk.Device, error) {
+// its virtio-blk device. The image closes (and its lock goes) with the VM.
+func (m *Machine) openDisk(d DiskConfig) (*virtioblk.Device, error) {
 	f, err := virtioblk.OpenFile(d.Path, d.ReadOnly)
 	if err != nil {
 		return nil, err
@@ -16,5 +16,8 @@ func openDisk(d DiskConfig) (*virtioblk.Device, error) {
 		f.Close()
 		return nil, err
 	}
+	// Registered before the device's own closer, so it runs after the
+	// device has stopped using the file.
+	m.closers = append(m.closers, func() { f.Close() })
 	return dev, nil
 }

@@ -34,7 +34,7 @@ func (m *Machine) setupPCI() error {
 	}
 	m.pci = bus
 	for i, d := range m.cfg.Disks {
-		dev, err := openDisk(d)
+		dev, err := m.openDisk(d)
 		if err != nil {
 			return inputErrorf("--disk %s: %w", d.Path, err)
 		}
