@@ -9,6 +9,9 @@
  * 0x61 like Linux's pit_calibrate_tsc) and caches the result. Works at
  * CPL3. Falls back to 1 GHz if the PIT never counts down. */
 uint64_t tsc_khz(void);
+/* tsc_method says how: "pit_ch2", "pit_ch0" (channel 0 read back, when
+ * port 0x61 does not show OUT2) or "default". */
+extern const char *tsc_method;
 
 /* tsc_after returns the TSC value ms milliseconds from now. */
 uint64_t tsc_after(uint64_t ms);

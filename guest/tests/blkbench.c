@@ -116,14 +116,15 @@ static void bench(const char *name, uint32_t bytes, int qd, bool random,
 			us = 1;
 		report_begin(name, err == 0 && bad == 0 && reqs > 0);
 		printf(" reqs=%llu us=%llu iops=%llu mbps=%llu kicks_per_1k=%llu "
-		       "irqs_per_1k=%llu bad=%llu qd=%d bytes=%u err=%d tsc_khz=%llu",
+		       "irqs_per_1k=%llu bad=%llu qd=%d bytes=%u err=%d tsc_khz=%llu "
+		       "tsc_method=%s",
 		       (unsigned long long)reqs, (unsigned long long)us,
 		       (unsigned long long)(reqs * 1000000 / us),
 		       (unsigned long long)(reqs * bytes / us),
 		       (unsigned long long)(reqs ? c.kicks * 1000 / reqs : 0),
 		       (unsigned long long)(reqs ? c.interrupts * 1000 / reqs : 0),
 		       (unsigned long long)bad, qd, bytes, err,
-		       (unsigned long long)tsc_khz());
+		       (unsigned long long)tsc_khz(), tsc_method);
 		vblk_print_features(b);
 		vblk_print_counters(b, "");
 		report_end();
