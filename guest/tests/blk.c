@@ -306,6 +306,10 @@ static void run_multi(void)
 	}
 	report_begin("blk-multi", ok);
 	printf(" disks=2 sectors=%llu", (unsigned long long)n);
+	for (int i = 0; i < 2; i++)
+		if (bad[i] != n && !j[i].err)
+			printf(" reason=pattern disk=%d bad_sector=%llu", i,
+			       (unsigned long long)bad[i]);
 	for (int i = 0; i < 2; i++) {
 		char pre[8];
 
