@@ -88,16 +88,16 @@ static void bad_data(struct vblk *b, struct inj *in, uint64_t addr,
 static void case_loop(struct vblk *b, struct inj *in)
 {
 	struct virtqueue *vq = b->vq;
-	struct vblk_req *r = new_req(VIRTIO_BLK_T_IN, 0, 512);
+	struct vblk_req *r = new_req(VIRTIO_BLK_T_OUT, 0, 512);
 
 	in->req = r;
+	/* 0 -> 1 -> 2 -> 1 -> ...: all device-readable, so only a bounded
+	 * walk (at most queue-size hops) ends it, not the "readable after
+	 * writable" ordering check. */
 	raw_desc(vq, 0, virt_to_phys(&r->hdr), sizeof(r->hdr),
 		 VRING_DESC_F_NEXT, 1);
-	raw_desc(vq, 1, virt_to_phys(r->buf), 512,
-		 VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 2);
-	/* The status descriptor chains back to the head: 0 -> 1 -> 2 -> 0. */
-	raw_desc(vq, 2, virt_to_phys(&r->status), 1,
-		 VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 0);
+	raw_desc(vq, 1, virt_to_phys(r->buf), 256, VRING_DESC_F_NEXT, 2);
+	raw_desc(vq, 2, virt_to_phys(r->buf) + 256, 256, VRING_DESC_F_NEXT, 1);
 	raw_publish(vq, 0, 1);
 }
 
