@@ -54,7 +54,7 @@ func TestLinuxExt4Disk(t *testing.T) {
 	if b, err := exec.Command("mkfs.ext4", "-q", "-F", "-d", content, img, "32M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, b)
 	}
-	script := "mount -t ext4 /dev/vda /mnt && cat /mnt/hello.txt && echo written-by-guest > /mnt/out.txt && umount /mnt && echo L3-DONE; reboot -f"
+	script := "mkdir -p /mnt && mount -t ext4 /dev/vda /mnt && cat /mnt/hello.txt && echo written-by-guest > /mnt/out.txt && umount /mnt && echo L3-DONE; reboot -f"
 	o, err := guestrun.RunUntil(context.Background(), 180*time.Second, nil, govmBin, "run",
 		"--kernel", kernel, "--initrd", initrd, "-m", "512M", "--disk", img,
 		"-p", "govm.cmd="+hex.EncodeToString([]byte(script)))
