@@ -1,0 +1,115 @@
+package vmm
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/govm/govm/guestmem"
+)
+
+func TestUnemulated(t *testing.T) {
+	cases := []struct {
+		bytes []byte
+		want  string
+	}{
+		{[]byte{0x48, 0x0f, 0xae, 0x2f}, "xrstor"},           // xrstor (%rdi) with REX.W
+		{[]byte{0x0f, 0xae, 0x27}, "xsave"},                  // xsave (%rdi)
+		{[]byte{0xf0, 0x48, 0x0f, 0xc7, 0x0e}, "cmpxchg16b"}, // lock cmpxchg16b (%rsi)
+		{[]byte{0xf0, 0x0f, 0xc7, 0x0e}, "cmpxchg8b"},
+		{[]byte{0xcc}, "int3"},
+		{[]byte{0x0f, 0xae, 0xf0}, ""}, // mfence: register form, not xsave
+		{[]byte{0x90}, ""},
+		{nil, ""},
+	}
+	for _, c := range cases {
+		if got := unemulated(c.bytes); got != c.want {
+			t.Errorf("unemulated(% x) = %q, want %q", c.bytes, got, c.want)
+		}
+	}
+}
+
+func TestWalkPageTables(t *testing.T) {
+	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: make([]byte, 8<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(gpa, v uint64) {
+		b, _ := mem.Slice(gpa, 8)
+		binary.LittleEndian.PutUint64(b, v)
+	}
+	const pml4, pdpt, pd, pt = 0x1000, 0x2000, 0x3000, 0x4000
+	// Map 0xffffffff81000000 (PML4 511, PDPT 510, PD 8) with a 2 MiB page
+	// to 0x400000, and 0x1000 via a 4 KiB page to 0x5000.
+	put(pml4+511*8, pdpt|3)
+	put(pdpt+510*8, pd|3)
+	put(pd+8*8, 0x400000|0x83)
+	put(pml4, pdpt|3) // PML4[0] shares the PDPT: PDPT[0] -> PD 0x6000
+	put(pdpt, 0x6000|3)
+	put(0x6000, pt|3)
+	put(pt+1*8, 0x5000|3)
+	const cr4PAE, eferLMA = 1 << 5, 1 << 10
+	for _, c := range []struct {
+		lin, want uint64
+		ok        bool
+	}{
+		{0xffffffff81000123, 0x400123, true},
+		{0x1abc, 0x5abc, true},
+		{0x2000, 0, false},                // PTE not present
+		{0x0000_7f00_0000_0000, 0, false}, // PML4 entry not present
+	} {
+		got, ok := walkPageTables(mem, pml4, cr4PAE, eferLMA, c.lin)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("walk(%#x) = %#x, %v; want %#x, %v", c.lin, got, ok, c.want, c.ok)
+		}
+	}
+	// A hostile CR3 outside RAM fails cleanly.
+	if _, ok := walkPageTables(mem, 1<<40, cr4PAE, eferLMA, 0x1000); ok {
+		t.Error("walk with CR3 outside RAM succeeded")
+	}
+}
+
+func TestCheckMemSize(t *testing.T) {
+	for _, c := range []struct {
+		size uint64
+		ok   bool
+	}{
+		{64 << 20, true},
+		{1 << 20, false},
+		{64<<20 + 4096, false},
+		{1 << 50, false},
+	} {
+		err := checkMemSize(c.size)
+		if (err == nil) != c.ok {
+			t.Errorf("checkMemSize(%d) = %v, want ok=%v", c.size, err, c.ok)
+		}
+		if err != nil && !errors.Is(err, ErrMemSize) {
+			t.Errorf("checkMemSize(%d): %v is not ErrMemSize", c.size, err)
+		}
+	}
+}
+
+func TestAllocRAMSplitsAtPCIHole(t *testing.T) {
+	r, err := allocRAM(3<<30 + 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.free()
+	rs := r.mem.Regions()
+	if len(rs) != 2 || rs[0].GPA != 0 || len(rs[0].Host) != 3<<30 || rs[1].GPA != 4<<30 || len(rs[1].Host) != 64<<20 {
+		t.Fatalf("regions: %d, %#x+%#x ...", len(rs), rs[0].GPA, len(rs[0].Host))
+	}
+	if _, err := r.mem.Slice(3<<30, 1); err == nil {
+		t.Fatal("the PCI hole is backed by RAM")
+	}
+}
+
+func TestInputErrorIs(t *testing.T) {
+	err := inputErrorf("kernel %s: %w", "x", ErrMemSize)
+	if !errors.Is(err, ErrInput) || !errors.Is(err, ErrMemSize) || !IsInputError(err) {
+		t.Fatalf("%v: Is(ErrInput)=%v", err, errors.Is(err, ErrInput))
+	}
+	if err.Error() != "kernel x: "+ErrMemSize.Error() {
+		t.Fatalf("message %q carries more than the cause", err)
+	}
+}
