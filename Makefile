@@ -55,7 +55,7 @@ run: build
 	@if $(GOVM) host --emulation-only >/dev/null 2>&1; then \
 		echo "make run: $$($(GOVM) host --emulation-only)"; \
 		echo "make run: a stock Linux kernel cannot boot here; booting the test kernel's console instead (Ctrl-A x quits)"; \
-		$(GOVM) run --kernel $(GUEST) -m 256M -p "test=console" --debug-exit; \
+		$(GOVM) run --kernel $(GUEST) -m 256M -p "test=console"; \
 	else \
 		$(MAKE) guest-image && \
 		$(GOVM) run --kernel $(BUILD)/guest/bzImage --initrd $(BUILD)/guest/initrd.cpio.gz -m 1G; \
