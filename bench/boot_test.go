@@ -1,11 +1,7 @@
 package bench
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -17,80 +13,9 @@ import (
 //
 // See README.md for how to read the numbers.
 
-const (
-	// guestRAMMB is the guest RAM both VMMs are given; SplitRSS uses it to find
-	// the guest RAM mapping.
-	guestRAMMB = 256
-	// bootCmdline selects the test kernel's trivial "boot" test, which prints its
-	// RESULT and SUMMARY lines and exits through the debug-exit port.
-	bootCmdline = "test=boot"
-)
-
-// bootTimeout bounds each boot. Guest CPL0 code is emulated on our hosts (~1M
-// instructions/s), so a few seconds is generous for the test kernel but not for a
-// stock Linux. Override with GOVM_BENCH_TIMEOUT (a Go duration).
-func bootTimeout(b *testing.B) time.Duration {
-	if s := os.Getenv("GOVM_BENCH_TIMEOUT"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			b.Fatalf("GOVM_BENCH_TIMEOUT=%q: %v", s, err)
-		}
-		return d
-	}
-	return 30 * time.Second
-}
-
-// locate returns the file named by env var key, or def (relative to this
-// package's directory, where go test runs), skipping the benchmark if it is absent.
-func locate(b *testing.B, key, def, what string) string {
-	p := os.Getenv(key)
-	if p == "" {
-		p = def
-	}
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		b.Fatalf("%s: %v", p, err)
-	}
-	if _, err := os.Stat(abs); err != nil {
-		b.Skipf("%s not found at %s (build it, or set %s): %v", what, abs, key, err)
-	}
-	return abs
-}
-
-func testKernel(b *testing.B) string {
-	return locate(b, "GOVM_TEST_KERNEL", "../guest/build/bzImage", "test kernel")
-}
-
-// govmArgv is the govm command line, with the same guest RAM as QEMU. GOVM_ARGS
-// adds flags (space-separated).
-func govmArgv(b *testing.B, kernel string) []string {
-	bin := locate(b, "GOVM_BIN", "../bin/govm", "govm binary")
-	argv := []string{bin, "run", "--kernel", kernel, "-m", fmt.Sprintf("%dM", guestRAMMB),
-		"-p", bootCmdline, "--debug-exit"}
-	return append(argv, strings.Fields(os.Getenv("GOVM_ARGS"))...)
-}
-
-// qemuArgv is the fastest QEMU configuration for a small guest on our hosts
-// (HOST.md): qboot instead of SeaBIOS, no default devices, serial on stdout.
-func qemuArgv(b *testing.B, kernel string) []string {
-	bin := os.Getenv("QEMU_BIN")
-	if bin == "" {
-		bin = "qemu-system-x86_64"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		b.Skipf("QEMU not found (apt-get install qemu-system-x86, or set QEMU_BIN): %v", err)
-	}
-	const qboot = "/usr/share/qemu/qboot.rom"
-	if _, err := os.Stat(qboot); err != nil {
-		b.Skipf("%s not found (package qemu-system-data): %v", qboot, err)
-	}
-	return []string{path, "-accel", "kvm", "-cpu", "host,-arch-capabilities",
-		"-m", fmt.Sprintf("%dM", guestRAMMB), "-nographic", "-no-reboot", "-bios", qboot,
-		"-kernel", kernel, "-append", bootCmdline,
-		"-device", "isa-debug-exit,iobase=0x501,iosize=2",
-		"-serial", "stdio", "-display", "none", "-nodefaults"}
-}
+// bootCmdline selects the test kernel's trivial "boot" test, which prints its
+// RESULT and SUMMARY lines and exits through the debug-exit port.
+const bootCmdline = "test=boot"
 
 // bootSample is one boot's measurements.
 type bootSample struct {
@@ -105,33 +30,17 @@ type bootSample struct {
 // boot runs one VMM to completion and checks the guest really passed: a first
 // byte alone could be an error message.
 func boot(argv []string, timeout time.Duration) (bootSample, error) {
-	p, err := Start(argv[0], argv[1:]...)
+	v, _, err := runChecked(argv, timeout)
 	if err != nil {
 		return bootSample{}, err
 	}
-	defer p.Kill()
-	fb, err := p.FirstByte(timeout)
-	if err != nil {
-		return bootSample{}, fmt.Errorf("%w\nserial: %q\nstderr: %s", err, p.Output(), p.Stderr())
-	}
-	status, err := p.Wait(timeout)
-	if err != nil {
-		return bootSample{}, fmt.Errorf("%w\nserial: %q\nstderr: %s", err, p.Output(), p.Stderr())
-	}
-	if code, ok := DebugExit(status); !ok || code != 0 {
-		return bootSample{}, fmt.Errorf("exit status %d is not debug-exit code 0\nserial: %q\nstderr: %s",
-			status, p.Output(), p.Stderr())
-	}
-	rep, err := ParseOutput(p.Output())
+	fb, err := v.FirstByte(0) // the run is over: the first byte came or never will
 	if err != nil {
 		return bootSample{}, err
 	}
-	if _, err := rep.Failed(); err != nil {
-		return bootSample{}, fmt.Errorf("%w\nserial: %q", err, p.Output())
-	}
-	_, sum, _ := p.LineAt("SUMMARY ") // present: Failed checked it
-	s := bootSample{firstByte: fb, summary: sum, exit: p.ExitAfter(), rssKB: -1, maxRSSKB: p.MaxRSSKB()}
-	if maps := p.FirstByteMem(); maps != nil {
+	_, sum, _ := v.LineAt("SUMMARY ") // present: runChecked checked it
+	s := bootSample{firstByte: fb, summary: sum, exit: v.ExitAfter(), rssKB: -1, maxRSSKB: v.MaxRSSKB()}
+	if maps := v.FirstByteMem(); maps != nil {
 		s.rssKB, s.guestKB, _ = SplitRSS(maps, guestRAMMB<<10)
 	}
 	return s, nil
@@ -164,9 +73,6 @@ func summarize(ss []bootSample) summary {
 	}
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-func mb(kb int64) float64        { return float64(kb) / 1024 }
-
 // report publishes one VMM's medians under a name prefix ("" or "govm-"/"qemu-").
 func (s summary) report(b *testing.B, prefix string) {
 	b.ReportMetric(ms(s.firstByte), prefix+"first-byte-ms")
@@ -182,7 +88,7 @@ func (s summary) report(b *testing.B, prefix string) {
 // runBoots boots argv b.N times and reports medians. ns/op is the mean wall time
 // of a whole boot including exit.
 func runBoots(b *testing.B, argv []string) {
-	timeout := bootTimeout(b)
+	timeout := benchTimeout(b, 30*time.Second)
 	var ss []bootSample
 	for i := 0; i < b.N; i++ {
 		s, err := boot(argv, timeout)
@@ -196,8 +102,8 @@ func runBoots(b *testing.B, argv []string) {
 
 // BenchmarkBoot measures each VMM alone.
 func BenchmarkBoot(b *testing.B) {
-	b.Run("qemu", func(b *testing.B) { runBoots(b, qemuArgv(b, testKernel(b))) })
-	b.Run("govm", func(b *testing.B) { runBoots(b, govmArgv(b, testKernel(b))) })
+	b.Run("qemu", func(b *testing.B) { runBoots(b, qemuArgv(b, testKernel(b), bootCmdline)) })
+	b.Run("govm", func(b *testing.B) { runBoots(b, govmArgv(b, testKernel(b), bootCmdline)) })
 }
 
 // BenchmarkBootCompare alternates govm and QEMU boots so both see the same host
@@ -205,8 +111,8 @@ func BenchmarkBoot(b *testing.B) {
 // A ratio below 1 means govm reaches the guest's first output sooner.
 func BenchmarkBootCompare(b *testing.B) {
 	kernel := testKernel(b)
-	govm, qemu := govmArgv(b, kernel), qemuArgv(b, kernel)
-	timeout := bootTimeout(b)
+	govm, qemu := govmArgv(b, kernel, bootCmdline), qemuArgv(b, kernel, bootCmdline)
+	timeout := benchTimeout(b, 30*time.Second)
 	var gs, qs []bootSample
 	for i := 0; i < b.N; i++ {
 		for _, v := range []struct {

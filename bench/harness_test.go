@@ -3,172 +3,11 @@ package bench
 import (
 	"errors"
 	"os"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/internal/guestrun"
 )
-
-func TestParseResult(t *testing.T) {
-	for _, tc := range []struct {
-		line    string
-		want    Result
-		wantErr bool
-	}{
-		{line: "RESULT boot pass", want: Result{Name: "boot", Pass: true, Values: map[string]string{}}},
-		{line: "RESULT blk-basic fail irqs=3 msg_hex=6869\r",
-			want: Result{Name: "blk-basic", Values: map[string]string{"irqs": "3", "msg_hex": "6869"},
-				Keys: []string{"irqs", "msg_hex"}}},
-		{line: "RESULT x pass k=", want: Result{Name: "x", Pass: true, Values: map[string]string{"k": ""}, Keys: []string{"k"}}},
-		{line: "RESULT boot", wantErr: true},
-		{line: "RESULT boot ok", wantErr: true},
-		{line: "RESULTS boot pass", wantErr: true},
-		{line: "RESULT boot pass novalue", wantErr: true},
-		{line: "RESULT boot pass =v", wantErr: true},
-		{line: "RESULT boot pass a=1 a=2", wantErr: true},
-		{line: "", wantErr: true},
-	} {
-		t.Run(tc.line, func(t *testing.T) {
-			got, err := ParseResult(tc.line)
-			if tc.wantErr {
-				if !errors.Is(err, ErrBadResult) {
-					t.Fatalf("ParseResult(%q) err = %v, want ErrBadResult", tc.line, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ParseResult(%q): %v", tc.line, err)
-			}
-			if got.Name != tc.want.Name || got.Pass != tc.want.Pass || len(got.Values) != len(tc.want.Values) ||
-				strings.Join(got.Keys, ",") != strings.Join(tc.want.Keys, ",") {
-				t.Fatalf("ParseResult(%q) = %+v, want %+v", tc.line, got, tc.want)
-			}
-			for k, v := range tc.want.Values {
-				if got.Values[k] != v {
-					t.Errorf("value %s = %q, want %q", k, got.Values[k], v)
-				}
-			}
-		})
-	}
-}
-
-func TestResultAccessors(t *testing.T) {
-	r, err := ParseResult("RESULT net pass pps=12000 mask=0x10 bad=1x msg_hex=61206220 odd_hex=abc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		key     string
-		want    int64
-		wantErr bool
-	}{{"pps", 12000, false}, {"mask", 16, false}, {"bad", 0, true}, {"missing", 0, true}} {
-		got, err := r.Int(tc.key)
-		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("Int(%s) = %d, %v; want %d, err=%v", tc.key, got, err, tc.want, tc.wantErr)
-		}
-	}
-	if s, err := r.Text("msg"); err != nil || s != "a b " {
-		t.Errorf("Text(msg) = %q, %v; want \"a b \"", s, err)
-	}
-	if _, err := r.Text("odd"); !errors.Is(err, ErrBadResult) {
-		t.Errorf("Text(odd) err = %v, want ErrBadResult", err)
-	}
-}
-
-func TestParseSummary(t *testing.T) {
-	for _, tc := range []struct {
-		line string
-		want Summary
-		ok   bool
-	}{
-		{"SUMMARY pass=3 fail=1", Summary{3, 1}, true},
-		{"SUMMARY fail=0 pass=2", Summary{2, 0}, true},
-		{"SUMMARY pass=3", Summary{}, false},
-		{"SUMMARY pass=3 pass=1", Summary{}, false},
-		{"SUMMARY pass=-1 fail=0", Summary{}, false},
-		{"SUMMARY pass=x fail=0", Summary{}, false},
-		{"SUMMARY pass=1 skip=0", Summary{}, false},
-		{"SUMMARY pass=1 fail=0 extra=1", Summary{}, false},
-	} {
-		got, err := ParseSummary(tc.line)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("ParseSummary(%q) = %+v, %v; want %+v ok=%v", tc.line, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
-func TestParseOutputFailed(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		out        string
-		wantFailed string
-		wantErr    bool
-	}{
-		{"clean", "qboot noise\r\nRESULT a pass\r\nRESULT b pass n=1\r\nSUMMARY pass=2 fail=0\r\n", "", false},
-		{"failure", "RESULT a pass\nRESULT b fail\nSUMMARY pass=1 fail=1\n", "b", true},
-		{"no summary", "RESULT a pass\n", "", true},
-		{"summary lies", "RESULT a fail\nSUMMARY pass=1 fail=0\n", "a", true},
-		{"empty", "", "", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rep, err := ParseOutput(tc.out)
-			if err != nil {
-				t.Fatalf("ParseOutput: %v", err)
-			}
-			failed, err := rep.Failed()
-			if (err != nil) != tc.wantErr || strings.Join(failed, ",") != tc.wantFailed {
-				t.Fatalf("Failed() = %v, %v; want %q err=%v", failed, err, tc.wantFailed, tc.wantErr)
-			}
-		})
-	}
-	if _, err := ParseOutput("RESULT a maybe\n"); !errors.Is(err, ErrBadResult) {
-		t.Errorf("malformed RESULT line: err = %v, want ErrBadResult", err)
-	}
-	rep, _ := ParseOutput("RESULT a pass k=v\nSUMMARY pass=1 fail=0\n")
-	if r, ok := rep.Find("a"); !ok || r.Values["k"] != "v" {
-		t.Errorf("Find(a) = %+v, %v", r, ok)
-	}
-	if _, ok := rep.Find("b"); ok {
-		t.Error("Find(b) found a result that was never printed")
-	}
-}
-
-// FuzzParseOutput feeds arbitrary guest serial output to the parser: it must never
-// panic, and whatever it accepts must be internally consistent.
-func FuzzParseOutput(f *testing.F) {
-	f.Add("RESULT a pass k=v x_hex=41\nSUMMARY pass=1 fail=0\n")
-	f.Add("RESULT  \x00 fail ==\r\nSUMMARY pass=99999999999999999999 fail=0")
-	f.Fuzz(func(t *testing.T, out string) {
-		rep, err := ParseOutput(out)
-		if err != nil {
-			return
-		}
-		for _, r := range rep.Results {
-			if r.Name == "" || len(r.Keys) != len(r.Values) {
-				t.Fatalf("inconsistent result %+v", r)
-			}
-			for _, k := range r.Keys {
-				_, _ = r.Int(k)
-				_, _ = r.Text(strings.TrimSuffix(k, "_hex"))
-			}
-		}
-		if rep.Summary != nil && (rep.Summary.Pass < 0 || rep.Summary.Fail < 0) {
-			t.Fatalf("negative summary %+v", rep.Summary)
-		}
-		_, _ = rep.Failed()
-	})
-}
-
-func TestDebugExit(t *testing.T) {
-	for _, tc := range []struct {
-		status, code int
-		ok           bool
-	}{{1, 0, true}, {3, 1, true}, {255, 127, true}, {0, 0, false}, {2, 0, false}, {-1, 0, false}} {
-		code, ok := DebugExit(tc.status)
-		if code != tc.code || ok != tc.ok {
-			t.Errorf("DebugExit(%d) = %d, %v; want %d, %v", tc.status, code, ok, tc.code, tc.ok)
-		}
-	}
-}
 
 func TestMedian(t *testing.T) {
 	for _, tc := range []struct {
@@ -248,70 +87,58 @@ func TestParseStatusKB(t *testing.T) {
 	}
 }
 
-// TestProc drives the process helpers with /bin/sh standing in for a VMM.
-func TestProc(t *testing.T) {
-	t.Run("lines and exit status", func(t *testing.T) {
-		p, err := Start("/bin/sh", "-c", `sleep 0.05; printf 'boot\r\nRESULT a pass\r\npartial'; sleep 0.05; printf ' line\nSUMMARY pass=1 fail=0\n'; exit 3`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fb, err := p.FirstByte(5 * time.Second)
-		if err != nil || fb < 50*time.Millisecond {
-			t.Fatalf("FirstByte = %v, %v; want >= 50ms (the script sleeps first)", fb, err)
-		}
-		if l, err := p.WaitLine("RESULT", 5*time.Second); err != nil || l != "RESULT a pass" {
-			t.Fatalf("WaitLine(RESULT) = %q, %v", l, err)
-		}
-		if l, err := p.WaitLine("partial", 5*time.Second); err != nil || l != "partial line" {
-			t.Fatalf("WaitLine(partial) = %q, %v; want the completed line", l, err)
-		}
-		_, atResult, ok1 := p.LineAt("RESULT")
-		_, atPartial, ok2 := p.LineAt("partial")
-		if !ok1 || !ok2 || atResult < fb || atPartial-atResult < 40*time.Millisecond {
-			t.Errorf("LineAt: RESULT at %v, partial at %v (first byte %v); want partial >= 50ms later",
-				atResult, atPartial, fb)
-		}
-		if _, _, ok := p.LineAt("SUMMARY pass=2"); ok {
-			t.Error("LineAt found a line that was never printed")
-		}
-		status, err := p.Wait(5 * time.Second)
-		if err != nil || status != 3 {
-			t.Fatalf("Wait = %d, %v; want 3", status, err)
-		}
-		if code, ok := DebugExit(status); !ok || code != 1 {
-			t.Errorf("DebugExit(3) = %d, %v", code, ok)
-		}
-		if p.ExitAfter() < fb || p.MaxRSSKB() <= 0 {
-			t.Errorf("ExitAfter = %v (first byte %v), MaxRSSKB = %d", p.ExitAfter(), fb, p.MaxRSSKB())
-		}
-		if _, err := p.WaitLine("never", time.Second); !errors.Is(err, ErrExited) {
-			t.Errorf("WaitLine after exit: err = %v, want ErrExited", err)
-		}
-	})
-	t.Run("timeout kills by pid", func(t *testing.T) {
-		p, err := Start("/bin/sleep", "30")
-		if err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		if _, err := p.FirstByte(100 * time.Millisecond); !errors.Is(err, ErrTimeout) {
-			t.Fatalf("FirstByte err = %v, want ErrTimeout", err)
-		}
-		status, err := p.Wait(5 * time.Second)
-		if err != nil || status != -1 || time.Since(start) > 5*time.Second {
-			t.Fatalf("after timeout: Wait = %d, %v; want -1 (killed)", status, err)
-		}
-	})
-	t.Run("stderr is kept", func(t *testing.T) {
-		p, err := Start("/bin/sh", "-c", "echo oops >&2; exit 1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := p.FirstByte(5 * time.Second); !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "oops") {
-			t.Fatalf("FirstByte err = %v, want ErrExited mentioning stderr", err)
-		}
-	})
-	if _, err := Start("/nonexistent/vmm"); err == nil {
-		t.Error("Start of a missing binary succeeded")
+// TestStartSamplesMemory checks that the first-byte hook sees the live VMM
+// (/bin/sh standing in for one, kept alive after its first byte).
+func TestStartSamplesMemory(t *testing.T) {
+	v, err := Start("/bin/sh", "-c", "echo hi; sleep 0.2; echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.FirstByte(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	maps := v.FirstByteMem()
+	total, _, _ := SplitRSS(maps, 1<<30)
+	if len(maps) == 0 || total <= 0 {
+		t.Fatalf("FirstByteMem = %d mappings, %d KiB resident", len(maps), total)
+	}
+	if status, err := v.Wait(5 * time.Second); err != nil || status != 0 {
+		t.Fatalf("Wait = %d, %v", status, err)
+	}
+	if err := v.Output().Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	if _, err := Start(); err == nil {
+		t.Error("Start with no command succeeded")
+	}
+}
+
+// TestRunChecked: a measurement counts only when the guest exited through the
+// debug-exit port with code 0 and reported a clean pass.
+func TestRunChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name, script string
+		wantErr      error // nil: accepted
+		ok           bool
+	}{
+		{"clean", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'; exit 1", nil, true},
+		{"guest code 1", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'; exit 3", nil, false},
+		{"plain exit 0", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'; exit 0", nil, false},
+		{"failed result", "echo 'RESULT a fail'; echo 'SUMMARY pass=0 fail=1'; exit 1", guestrun.ErrGuestFailed, false},
+		{"malformed", "echo 'RESULT a pass b'; echo 'SUMMARY pass=0 fail=0'; exit 1", guestrun.ErrMalformed, false},
+		{"hang", "sleep 30", guestrun.ErrTimeout, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, o, err := runChecked([]string{"/bin/sh", "-c", tc.script}, 500*time.Millisecond)
+			if tc.ok {
+				if err != nil || v == nil || !o.Results["a"].Pass {
+					t.Fatalf("runChecked: %v", err)
+				}
+				return
+			}
+			if err == nil || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+				t.Fatalf("runChecked err = %v, want %v", err, tc.wantErr)
+			}
+		})
 	}
 }
