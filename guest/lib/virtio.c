@@ -38,6 +38,8 @@ static void virtio_irq(int irq)
 				d->irq_seq++;
 			if (isr & VIRTIO_ISR_CONFIG)
 				d->config_irqs++;
+			if (d->irq_hook)
+				d->irq_hook(d, isr);
 		}
 		if (!any) {
 			if (pass == 0)

@@ -127,6 +127,11 @@ struct virtio_dev {
 	volatile unsigned long config_irqs;
 	volatile unsigned long irq_seq;    /* bumped on every queue interrupt */
 	volatile uint8_t isr_accum;        /* ISR bits seen since last cleared */
+	/* Optional driver hook, called by the CPL0 handler with a non-zero
+	 * ISR (what a Linux driver's vq callback does, e.g. virtio_net's
+	 * skb_recv_done). Runs emulated on our hosts: a few instructions. */
+	void (*irq_hook)(struct virtio_dev *d, uint8_t isr);
+	void *priv;                        /* the driver's, for irq_hook */
 };
 
 /* virtio_get returns the n-th legacy virtio device of type (PCI scan

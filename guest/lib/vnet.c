@@ -1,0 +1,376 @@
+#include "vnet.h"
+#include "alloc.h"
+#include "cmdline.h"
+#include "io.h"
+#include "printf.h"
+#include "string.h"
+
+#define NET_CFG_MAC 0
+#define NET_CFG_STATUS 6
+#define REASM_MAX 65536
+/* A num_buffers above this is nonsense from the device (a frame of at most
+ * 64 KiB in buffers of at least 256 bytes). */
+#define MERGE_MAX 256
+
+void vnet_opts_from_cmdline(struct vnet_opts *o)
+{
+	o->poll = cmdline_get_int("net.poll", 0) != 0;
+	o->mrg = cmdline_get_int("net.mrg", 1) != 0;
+	o->event_idx = cmdline_get_int("net.event_idx", 1) != 0;
+	o->any_layout = cmdline_get_int("net.any_layout", 1) != 0;
+	o->csum = cmdline_get_int("net.csum", 0) != 0;
+	o->rx_bufs = (uint32_t)cmdline_get_int("net.rx_bufs", 256);
+	o->rx_buf = (uint32_t)cmdline_get_int("net.rx_buf", VNET_BUF_SIZE);
+}
+
+/* CPL0 (skb_recv_done + virtqueue_napi_schedule): a queue interrupt while
+ * the CPL3 poller sits idle with callbacks on schedules a poll and turns
+ * RX callbacks off, so the device stops interrupting until the poll is
+ * complete. While a poll is scheduled the CPL3 side owns the ring state
+ * and the hook leaves it alone. */
+static void vnet_irq_hook(struct virtio_dev *d, uint8_t isr)
+{
+	struct vnet *n = d->priv;
+
+	if (!(isr & VIRTIO_ISR_QUEUE) || !n || !n->rx)
+		return;
+	if (n->napi_sched) {
+		n->hook_busy++;
+		return;
+	}
+	virtqueue_disable_cb(n->rx);
+	n->napi_sched = 1;
+	n->napi_irqs++;
+}
+
+/* One RX buffer: mergeable buffers are one descriptor with the header at
+ * the start. Without MRG_RXBUF a buffer holds header + a full frame; with
+ * ANY_LAYOUT that is one descriptor, else the header gets its own (spec
+ * 5.1.6.6 legacy: "a single descriptor for the virtio_net_hdr"). */
+static int rx_post(struct vnet *n, uint8_t *buf)
+{
+	struct vbuf v[2];
+	int k = 0;
+
+	if (n->mrg || n->any_layout) {
+		v[k++] = (struct vbuf){ buf, n->rx_size };
+	} else {
+		v[k++] = (struct vbuf){ buf, n->hdr_len };
+		v[k++] = (struct vbuf){ buf + n->hdr_len, n->rx_size - n->hdr_len };
+	}
+	if (virtqueue_add(n->rx, v, 0, k, buf, false) < 0) {
+		n->rx_refill_fail++;
+		return -1;
+	}
+	return 0;
+}
+
+int vnet_open(struct vnet *n, int index, const struct vnet_opts *o)
+{
+	struct virtio_dev *d = virtio_get(VIRTIO_ID_NET, index);
+	uint32_t host, want;
+
+	memset(n, 0, sizeof(*n));
+	n->o = *o;
+	n->vd = d;
+	if (!d)
+		return -1;
+	/* No PIC line: nothing would ever schedule a poll. */
+	if (!d->irq)
+		n->o.poll = true;
+	d->irq_hook = 0;
+	d->priv = n;
+	host = virtio_begin(d);
+	want = 1u << VIRTIO_NET_F_MAC | 1u << VIRTIO_NET_F_STATUS;
+	if (o->mrg)
+		want |= 1u << VIRTIO_NET_F_MRG_RXBUF;
+	if (o->event_idx)
+		want |= 1u << VIRTIO_RING_F_EVENT_IDX;
+	if (o->any_layout)
+		want |= 1u << VIRTIO_F_ANY_LAYOUT;
+	if (o->csum)
+		want |= 1u << VIRTIO_NET_F_CSUM | 1u << VIRTIO_NET_F_GUEST_CSUM;
+	virtio_set_features(d, host & want);
+	n->mrg = virtio_has(d->guest_features, VIRTIO_NET_F_MRG_RXBUF);
+	n->any_layout = virtio_has(d->guest_features, VIRTIO_F_ANY_LAYOUT);
+	n->csum = virtio_has(d->guest_features, VIRTIO_NET_F_CSUM);
+	n->guest_csum = virtio_has(d->guest_features, VIRTIO_NET_F_GUEST_CSUM);
+	n->hdr_len = n->mrg ? VNET_HDR_MRG_LEN : VNET_HDR_LEN;
+	if (virtio_has(d->guest_features, VIRTIO_NET_F_MAC))
+		for (int i = 0; i < 6; i++)
+			n->mac[i] = virtio_config8(d, NET_CFG_MAC + i);
+	else
+		memcpy(n->mac, "\x52\x54\x00\x12\x34\x56", 6);
+	n->status = virtio_has(d->guest_features, VIRTIO_NET_F_STATUS) ?
+		    (uint16_t)(virtio_config8(d, NET_CFG_STATUS) |
+			       virtio_config8(d, NET_CFG_STATUS + 1) << 8) :
+		    VIRTIO_NET_S_LINK_UP;
+	n->rx = virtio_setup_vq(d, 0);
+	n->tx = virtio_setup_vq(d, 1);
+	if (!n->rx || !n->tx)
+		goto fail;
+	/* Mergeable buffers may be small (net.rx_buf) to force frames to
+	 * span several; otherwise every buffer holds a whole frame. */
+	n->rx_size = VNET_BUF_SIZE;
+	if (n->mrg && o->rx_buf >= 64 && o->rx_buf <= 16384)
+		n->rx_size = o->rx_buf;
+	n->rx_n = o->rx_bufs ? o->rx_bufs : 256;
+	if (n->rx_n > n->rx->num)
+		n->rx_n = n->rx->num;
+	n->tx_n = n->tx->num;
+	n->rx_pool = alloc_zeroed((size_t)n->rx_n * n->rx_size, 64);
+	n->tx_pool = alloc_zeroed((size_t)n->tx_n * VNET_BUF_SIZE, 64);
+	n->tx_free = alloc_zeroed(sizeof(uint16_t) * n->tx_n, 16);
+	n->reasm = alloc_zeroed(REASM_MAX, 64);
+	if (!n->rx_pool || !n->tx_pool || !n->tx_free || !n->reasm)
+		goto fail;
+	for (uint32_t i = 0; i < n->tx_n; i++)
+		n->tx_free[i] = (uint16_t)i;
+	n->tx_nfree = n->tx_n;
+	/* TX completions are reaped on demand: no TX interrupts. */
+	virtqueue_disable_cb(n->tx);
+	for (uint32_t i = 0; i < n->rx_n; i++)
+		if (rx_post(n, n->rx_pool + (size_t)i * n->rx_size) < 0)
+			break;
+	if (n->o.poll) {
+		virtqueue_disable_cb(n->rx);
+	} else {
+		d->irq_hook = vnet_irq_hook;
+		/* Start with a poll scheduled: the first vnet_poll enables
+		 * callbacks and re-checks, as virtnet_open's napi_enable +
+		 * schedule does. */
+		virtqueue_disable_cb(n->rx);
+		n->napi_sched = 1;
+	}
+	virtio_driver_ok(d);
+	/* Buffers posted before DRIVER_OK: tell the device (virtnet_open
+	 * kicks after try_fill_recv). */
+	virtqueue_kick(n->rx);
+	return 0;
+fail:
+	virtio_set_status(d, VIRTIO_S_FAILED);
+	return -2;
+}
+
+int vnet_tx_reap(struct vnet *n)
+{
+	uint8_t *slot;
+	int k = 0;
+
+	while ((slot = virtqueue_get_buf(n->tx, 0))) {
+		uint32_t i = (uint32_t)((slot - n->tx_pool) / VNET_BUF_SIZE);
+
+		if (slot < n->tx_pool || i >= n->tx_n || n->tx_nfree >= n->tx_n)
+			continue; /* cannot happen: get_buf checked the id */
+		n->tx_free[n->tx_nfree++] = (uint16_t)i;
+		k++;
+	}
+	n->tx_reaped += (unsigned long)k;
+	return k;
+}
+
+uint32_t vnet_tx_room(struct vnet *n)
+{
+	uint32_t descs;
+
+	vnet_tx_reap(n);
+	descs = n->any_layout ? n->tx->num_free : n->tx->num_free / 2u;
+	return descs < n->tx_nfree ? descs : n->tx_nfree;
+}
+
+uint8_t *vnet_tx_buf(struct vnet *n)
+{
+	/* free_old_xmit: reap when slots or descriptors run short. */
+	if (!n->tx_nfree || n->tx->num_free < 2)
+		vnet_tx_reap(n);
+	if (!n->tx_nfree || n->tx->num_free < (n->any_layout ? 1 : 2)) {
+		n->tx_full++;
+		return 0;
+	}
+	return n->tx_pool + (size_t)n->tx_free[n->tx_nfree - 1] * VNET_BUF_SIZE +
+	       n->hdr_len;
+}
+
+int vnet_tx_commit(struct vnet *n, uint8_t *frame, uint32_t len)
+{
+	uint8_t *slot = frame - n->hdr_len;
+	struct vbuf v[2];
+	int k = 0;
+
+	if (len > VNET_MAX_FRAME || !n->tx_nfree ||
+	    slot != n->tx_pool + (size_t)n->tx_free[n->tx_nfree - 1] * VNET_BUF_SIZE)
+		return -1;
+	/* The header stays zero: no offloads requested (flags 0, GSO_NONE;
+	 * num_buffers is unused on TX). */
+	memset(slot, 0, n->hdr_len);
+	if (n->any_layout) {
+		v[k++] = (struct vbuf){ slot, n->hdr_len + len };
+	} else {
+		v[k++] = (struct vbuf){ slot, n->hdr_len };
+		v[k++] = (struct vbuf){ frame, len };
+	}
+	if (virtqueue_add(n->tx, v, k, 0, slot, false) < 0) {
+		n->tx_full++;
+		return -1;
+	}
+	n->tx_nfree--;
+	n->tx_frames++;
+	n->tx_bytes += len;
+	n->tx_pending_kick = true;
+	return 0;
+}
+
+void vnet_tx_flush(struct vnet *n)
+{
+	if (!n->tx_pending_kick)
+		return;
+	n->tx_pending_kick = false;
+	virtqueue_kick(n->tx);
+}
+
+bool vnet_broken(struct vnet *n)
+{
+	return n->rx->broken || n->tx->broken;
+}
+
+bool vnet_rx_ready(struct vnet *n)
+{
+	if (n->o.poll)
+		return virtqueue_more_used(n->rx);
+	return n->napi_sched != 0;
+}
+
+/* One used RX buffer. Returns true when a whole frame was delivered. */
+static bool rx_one(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
+		   void *ctx)
+{
+	const struct virtio_net_hdr *h = (const void *)buf;
+	uint32_t off = n->merge_left ? 0 : n->hdr_len;
+
+	n->rx_bufs_used++;
+	if (buf < n->rx_pool || len > n->rx_size || len < off) {
+		n->rx_bad++;
+		n->merge_left = 0;
+		return false;
+	}
+	if (n->merge_left) {
+		/* A later buffer of a merged frame: payload only. */
+		if (n->reasm_len + len <= REASM_MAX)
+			memcpy(n->reasm + n->reasm_len, buf, len);
+		n->reasm_len += len;
+		if (--n->merge_left)
+			return false;
+		if (n->reasm_len > REASM_MAX) {
+			n->rx_bad++;
+			return false;
+		}
+		n->rx_merged++;
+		goto deliver_reasm;
+	}
+	if (n->mrg && h->num_buffers != 1) {
+		if (h->num_buffers == 0 || h->num_buffers > MERGE_MAX) {
+			n->rx_bad++;
+			return false;
+		}
+		memcpy(n->reasm, buf + off, len - off);
+		n->reasm_len = len - off;
+		n->merge_left = (uint16_t)(h->num_buffers - 1);
+		n->merge_flags = h->flags;
+		return false;
+	}
+	if (len - off < 14) {
+		n->rx_bad++;
+		return false;
+	}
+	n->rx_frames++;
+	n->rx_bytes += len - off;
+	fn(ctx, buf + off, len - off, h->flags);
+	return true;
+deliver_reasm:
+	if (n->reasm_len < 14) {
+		n->rx_bad++;
+		return false;
+	}
+	n->rx_frames++;
+	n->rx_bytes += n->reasm_len;
+	fn(ctx, n->reasm, n->reasm_len, n->merge_flags);
+	return true;
+}
+
+/* Take used RX buffers until budget frames were delivered or the ring is
+ * empty; each buffer is re-posted right after its frame was handled. */
+static int rx_drain(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
+{
+	int done = 0;
+	uint8_t *buf;
+	uint32_t len;
+
+	while (done < budget && (buf = virtqueue_get_buf(n->rx, &len))) {
+		if (rx_one(n, buf, len, fn, ctx))
+			done++;
+		rx_post(n, buf);
+	}
+	/* A merged frame whose later buffers are not in the used ring yet:
+	 * the device published its buffers one at a time. Remember it; the
+	 * next poll completes the frame. */
+	if (n->merge_left && !virtqueue_more_used(n->rx))
+		n->rx_partial++;
+	return done;
+}
+
+int vnet_poll(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
+{
+	int done;
+
+	n->polls++;
+	if (!n->o.poll && !n->napi_sched)
+		return 0;
+	done = rx_drain(n, budget, fn, ctx);
+	/* try_fill_recv's kick: only for buffers re-posted, and only if
+	 * the device asked for one. */
+	if (n->rx->num_added)
+		virtqueue_kick(n->rx);
+	if (vnet_broken(n))
+		return -1;
+	if (n->o.poll || done >= budget)
+		return done; /* stay scheduled, as napi does at full budget */
+	/* virtqueue_napi_complete: callbacks on, then re-check; a buffer
+	 * used in the window between the drain and enable would otherwise
+	 * get neither an interrupt (we had them off) nor a poll. */
+	if (!virtqueue_enable_cb(n->rx)) {
+		virtqueue_disable_cb(n->rx);
+		n->napi_repoll++;
+		return done; /* still scheduled */
+	}
+	/* The ring state is ours until here; the hook may take over after. */
+	barrier();
+	n->napi_sched = 0;
+	return done;
+}
+
+void vnet_print_counters(struct vnet *n)
+{
+	struct virtio_counters c;
+
+	virtio_counters(n->vd, &c);
+	printf(" kicks=%lu interrupts=%lu isr_reads=%lu spurious=%lu "
+	       "rx_kicks=%lu tx_kicks=%lu kicks_suppressed=%lu napi_irqs=%lu "
+	       "hook_busy=%lu napi_repoll=%lu rx_partial=%lu rx_merged=%lu "
+	       "rx_bad=%lu rx_refill_fail=%lu tx_full=%lu config_irqs=%lu",
+	       c.kicks, c.interrupts, c.isr_reads, c.spurious, n->rx->kicks,
+	       n->tx->kicks, c.kicks_suppressed, n->napi_irqs, n->hook_busy,
+	       n->napi_repoll, n->rx_partial, n->rx_merged, n->rx_bad,
+	       n->rx_refill_fail, n->tx_full, c.config_irqs);
+}
+
+void vnet_print_features(struct vnet *n)
+{
+	printf(" host_features=0x%x features=0x%x mrg=%d event_idx=%d "
+	       "any_layout=%d poll=%d hdr=%u rx_bufs=%u rx_buf=%u qsize=%u/%u "
+	       "irq=%u link=%u mac=%02x:%02x:%02x:%02x:%02x:%02x",
+	       n->vd->host_features, n->vd->guest_features, n->mrg,
+	       n->rx->event, n->any_layout, n->o.poll, n->hdr_len, n->rx_n,
+	       n->rx_size, n->rx->num, n->tx->num, n->vd->irq,
+	       n->status & VIRTIO_NET_S_LINK_UP, n->mac[0], n->mac[1],
+	       n->mac[2], n->mac[3], n->mac[4], n->mac[5]);
+}
