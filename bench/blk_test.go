@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/govm/govm/internal/guestrun"
+)
+
+// Block benchmark: the test kernel's blk-bench (guest/tests/blkbench.c) under
+// govm and QEMU, on the same pattern image, with identical guest code. Run with
+//
+//	go test -run '^$' -bench Blk -benchtime 3x ./bench/
+//
+// See README.md for how to read the numbers.
+
+const (
+	// blkCmdline is guest/tests.cfg's [blk-bench] command line: each of the three
+	// phases runs for bench.ms of guest TSC time.
+	blkCmdline = "test=blk-bench bench.ms=2000"
+	// blkImageMB is the [blk-bench] disk size: larger than the guest's RAM, so
+	// random reads cannot all be served from a guest-side cache (the test kernel
+	// has none anyway) and span real page-cache pages on the host.
+	blkImageMB = 256
+)
+
+// blkPhases are the RESULT lines blk-bench prints, and the short names the
+// metrics use.
+var blkPhases = []struct{ result, short string }{
+	{"blk-bench-rand-qd1", "qd1"},
+	{"blk-bench-rand-qd32", "qd32"},
+	{"blk-bench-seq", "seq"},
+}
+
+// blkSample is one run's numbers per phase, as the guest measured them.
+type blkSample struct {
+	iops, mbps, kicks1k, irqs1k [3]int64
+}
+
+// blkRun runs one VMM on blk-bench and collects the guest's figures. runChecked
+// has already insisted on a clean pass, which for blk-bench includes bad=0 (every
+// request's data passed the pattern spot check).
+func blkRun(argv []string, timeout time.Duration) (blkSample, error) {
+	var s blkSample
+	_, o, err := runChecked(argv, timeout)
+	if err != nil {
+		return s, err
+	}
+	for i, ph := range blkPhases {
+		r, ok := o.Results[ph.result]
+		if !ok {
+			return s, fmt.Errorf("no RESULT %s\nserial: %q", ph.result, o.Serial)
+		}
+		for _, f := range []struct {
+			key string
+			dst *int64
+		}{{"iops", &s.iops[i]}, {"mbps", &s.mbps[i]}, {"kicks_per_1k", &s.kicks1k[i]}, {"irqs_per_1k", &s.irqs1k[i]}} {
+			if *f.dst, err = r.Int(f.key); err != nil {
+				return s, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// blkMedians holds per-phase medians over a VMM's runs.
+type blkMedians struct {
+	iops, mbps, kicks1k, irqs1k [3]float64
+}
+
+func blkSummarize(ss []blkSample) blkMedians {
+	var m blkMedians
+	for i := range blkPhases {
+		var iops, mbps, kicks, irqs []float64
+		for _, s := range ss {
+			iops = append(iops, float64(s.iops[i]))
+			mbps = append(mbps, float64(s.mbps[i]))
+			kicks = append(kicks, float64(s.kicks1k[i]))
+			irqs = append(irqs, float64(s.irqs1k[i]))
+		}
+		m.iops[i], m.mbps[i], m.kicks1k[i], m.irqs1k[i] = Median(iops), Median(mbps), Median(kicks), Median(irqs)
+	}
+	return m
+}
+
+// report publishes one VMM's medians with prefix "govm-" or "qemu-". Random
+// phases are reported in IOPS, the sequential one in MB/s (10^6 bytes/s, as the
+// guest computes it); kicks and interrupts per 1000 requests for all three.
+func (m blkMedians) report(b *testing.B, prefix string) {
+	b.ReportMetric(m.iops[0], prefix+"qd1-IOPS")
+	b.ReportMetric(m.iops[1], prefix+"qd32-IOPS")
+	b.ReportMetric(m.mbps[2], prefix+"seq-MB/s")
+	for i, ph := range blkPhases {
+		b.ReportMetric(m.kicks1k[i], prefix+ph.short+"-kicks/1k")
+		b.ReportMetric(m.irqs1k[i], prefix+ph.short+"-irqs/1k")
+	}
+}
+
+// blkImage writes the [blk-bench] pattern image and returns its path and digest.
+func blkImage(b *testing.B) (string, [sha256.Size]byte) {
+	path := filepath.Join(b.TempDir(), "blk-bench.img")
+	if err := guestrun.WritePatternImage(path, blkImageMB<<20); err != nil {
+		b.Fatal(err)
+	}
+	return path, fileDigest(b, path)
+}
+
+func fileDigest(b *testing.B, path string) [sha256.Size]byte {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		b.Fatal(err)
+	}
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// BenchmarkBlk runs blk-bench under govm and QEMU in alternation (the order
+// flips every iteration), so both see the same host load and page-cache state,
+// and reports per-VMM medians and govm/QEMU ratios. One iteration is one run of
+// each VMM, about 8 s.
+//
+// Both VMMs serve the disk through the host page cache: govm's backend is plain
+// pread/pwrite on the image, so QEMU gets its default cache=writeback (not
+// cache=none, which would be O_DIRECT and measure the host disk instead).
+func BenchmarkBlk(b *testing.B) {
+	kernel := testKernel(b)
+	img, digest := blkImage(b)
+	govm := govmArgv(b, kernel, blkCmdline, "--no-default-params", "--disk", img)
+	qemu := qemuArgv(b, kernel, blkCmdline,
+		"-drive", "file="+img+",if=none,id=d0,format=raw,cache=writeback",
+		"-device", "virtio-blk-pci,drive=d0,disable-modern=on")
+	timeout := benchTimeout(b, 120*time.Second) // tests.cfg [blk-bench] timeout
+	b.ResetTimer()
+	var gs, qs []blkSample
+	for i := 0; i < b.N; i++ {
+		runs := []struct {
+			argv []string
+			out  *[]blkSample
+		}{{govm, &gs}, {qemu, &qs}}
+		if i%2 == 1 {
+			runs[0], runs[1] = runs[1], runs[0]
+		}
+		for _, r := range runs {
+			s, err := blkRun(r.argv, timeout)
+			if err != nil {
+				b.Fatalf("run %d of %s: %v", i, filepath.Base(r.argv[0]), err)
+			}
+			*r.out = append(*r.out, s)
+		}
+	}
+	b.StopTimer()
+	if d := fileDigest(b, img); !bytes.Equal(d[:], digest[:]) {
+		b.Fatal("blk-bench only reads, but the image changed") // tests.cfg: disk_after = unchanged
+	}
+	g, q := blkSummarize(gs), blkSummarize(qs)
+	g.report(b, "govm-")
+	q.report(b, "qemu-")
+	for i, ph := range blkPhases {
+		gv, qv := g.iops[i], q.iops[i]
+		if ph.short == "seq" {
+			gv, qv = g.mbps[i], q.mbps[i]
+		}
+		if qv > 0 {
+			b.ReportMetric(gv/qv, "govm/qemu-"+ph.short)
+		}
+	}
+}
+
+// TestBlkRun checks the collection and medians on a fake VMM printing blk-bench's
+// lines (only the keys used, plus the counters the guest really prints).
+func TestBlkRun(t *testing.T) {
+	script := func(qd1 int) string {
+		return fmt.Sprintf(`echo 'RESULT blk-bench-rand-qd1 pass reqs=1 iops=%d mbps=10 kicks_per_1k=999 irqs_per_1k=998 bad=0'
+echo 'RESULT blk-bench-rand-qd32 pass iops=40000 mbps=160 kicks_per_1k=31 irqs_per_1k=30'
+echo 'RESULT blk-bench-seq pass iops=2700 mbps=2800 kicks_per_1k=250 irqs_per_1k=247'
+echo 'SUMMARY pass=3 fail=0'; exit 1`, qd1)
+	}
+	var ss []blkSample
+	for _, qd1 := range []int{2500, 100, 2600} {
+		s, err := blkRun([]string{"/bin/sh", "-c", script(qd1)}, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	m := blkSummarize(ss)
+	if m.iops[0] != 2500 || m.iops[1] != 40000 || m.mbps[2] != 2800 || m.kicks1k[0] != 999 ||
+		m.irqs1k[0] != 998 || m.kicks1k[2] != 250 || m.irqs1k[1] != 30 {
+		t.Errorf("medians = %+v", m)
+	}
+	// A phase missing, or a key missing, is an error rather than a zero.
+	for _, bad := range []string{
+		"echo 'RESULT blk-bench-rand-qd1 pass iops=1 mbps=1 kicks_per_1k=1 irqs_per_1k=1'; echo 'SUMMARY pass=1 fail=0'; exit 1",
+		"echo 'RESULT blk-bench-rand-qd1 pass iops=1'; echo 'RESULT blk-bench-rand-qd32 pass'; " +
+			"echo 'RESULT blk-bench-seq pass'; echo 'SUMMARY pass=3 fail=0'; exit 1",
+	} {
+		if _, err := blkRun([]string{"/bin/sh", "-c", bad}, 5*time.Second); err == nil {
+			t.Errorf("blkRun accepted %q", bad)
+		}
+	}
+}
