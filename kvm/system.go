@@ -77,6 +77,9 @@ func Open(path string) (*System, error) {
 	s := &System{fd: fd}
 	if _, err := s.APIVersion(); err != nil {
 		s.Close()
+		if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
+			return nil, fmt.Errorf("%w: %s is not a KVM device (KVM_GET_API_VERSION: %v); use /dev/kvm", ErrNoKVM, path, err)
+		}
 		return nil, err
 	}
 	return s, nil

@@ -36,7 +36,7 @@ func (m *Machine) setupPCI() error {
 	for i, d := range m.cfg.Disks {
 		dev, err := m.openDisk(d)
 		if err != nil {
-			return inputErrorf("--disk %s: %w", d.Path, err)
+			return inputErrorf("--disk: %w", err)
 		}
 		if err := m.addVirtio(dev, fmt.Sprintf("disk %d (%s)", i, d.Path)); err != nil {
 			return err

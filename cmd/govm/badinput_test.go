@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -41,6 +42,24 @@ func TestBadInput(t *testing.T) {
 	}
 	f.Close()
 
+	emptyDisk := filepath.Join(dir, "empty.img")
+	if err := os.WriteFile(emptyDisk, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lockedDisk := filepath.Join(dir, "locked.img")
+	if err := os.WriteFile(lockedDisk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the lock another govm would hold on a disk it runs.
+	lf, err := os.Open(lockedDisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+
 	k := testKernel
 	cases := []struct {
 		name string
@@ -62,6 +81,12 @@ func TestBadInput(t *testing.T) {
 		{"initrd missing", nil, []string{"run", "--kernel", k, "--initrd", filepath.Join(dir, "nope")}, "initrd"},
 		{"no /dev/kvm", []string{"GOVM_KVM_DEVICE=" + filepath.Join(dir, "kvm")}, []string{"run", "--kernel", k}, "/dev/kvm"},
 		{"bad disk option", nil, []string{"run", "--kernel", k, "--disk", "x.img,bogus"}, "unknown option"},
+		{"not a KVM device", []string{"GOVM_KVM_DEVICE=/dev/null"}, []string{"run", "--kernel", k}, "not a KVM device"},
+		{"missing disk", nil, []string{"run", "--kernel", k, "--disk", filepath.Join(dir, "nope.img")}, "no such file"},
+		{"disk is a directory", nil, []string{"run", "--kernel", k, "--disk", dir}, "is a directory"},
+		{"empty disk", nil, []string{"run", "--kernel", k, "--disk", emptyDisk}, "is empty"},
+		{"locked disk", nil, []string{"run", "--kernel", k, "--disk", lockedDisk}, "locked by another process"},
+		{"disk serial too long", nil, []string{"run", "--kernel", k, "--disk", lockedDisk + ",serial=123456789012345678901"}, "longer than 20"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -74,6 +74,38 @@ func TestLinuxReachesMemoryLine(t *testing.T) {
 	}
 }
 
+// TestLinuxUnemulatedInstruction: on an emulation-only host the stock
+// kernel goes on past "Memory:" until it executes an instruction KVM's
+// emulator lacks; govm must end with status 1 and one line naming it, with
+// RIP and instruction bytes. On hosts with VT-x/AMD-V the same boot (no
+// root device) panics and reboots (panic=1, reboot=k): status 0.
+func TestLinuxUnemulatedInstruction(t *testing.T) {
+	needKVM(t)
+	if testing.Short() {
+		t.Skip("-short: the L2 boot takes minutes on emulation-only hosts")
+	}
+	o, err := guestrun.Run(context.Background(), 400*time.Second, govmBin, "run",
+		"--kernel", debianKernel(t), "-m", "512M")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TimedOut {
+		t.Fatalf("govm still running after %v\nstderr:\n%s\nserial tail:\n%s", o.Elapsed, o.Stderr, tail(o.Serial, 2000))
+	}
+	if !hostEmulationOnly() {
+		if o.ExitCode != 0 {
+			t.Fatalf("exit %d, want 0 (panic, reboot)\n%s", o.ExitCode, o.Stderr)
+		}
+		return
+	}
+	last := strings.TrimSpace(o.Stderr)
+	last = last[strings.LastIndex(last, "\n")+1:]
+	if o.ExitCode != 1 || !regexp.MustCompile(`KVM_EXIT_INTERNAL_ERROR on vCPU 0: suberror 1, rip 0x[0-9a-f]+, bytes [0-9a-f ]+: the guest executed (xrstor|xsave|cmpxchg16b|int3|xsaveopt|xrstors|xsaves)`).MatchString(o.Stderr) {
+		t.Fatalf("exit %d; stderr does not name the unemulated instruction:\n%s", o.ExitCode, o.Stderr)
+	}
+	t.Logf("after %v: %s", o.Elapsed, last)
+}
+
 func tail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]

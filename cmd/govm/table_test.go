@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/internal/guestrun"
 )
 
 type cfgEntry struct {
@@ -145,9 +147,29 @@ func TestGuestTable(t *testing.T) {
 				if want == 1 && !res.Pass {
 					t.Fatalf("RESULT %s failed: %v\nserial:\n%s", r, res.KV, o.Serial)
 				}
+				checkCounters(t, res)
 			}
 			checkDisksAfter(t, e.kv["disk_after"], paths, imgs)
 		})
+	}
+}
+
+// checkCounters asserts what the guest-side virtio counters say about
+// govm's interrupt discipline: never more used-buffer interrupts than
+// completions (one per batch at most), and no interrupt that found the ISR
+// empty (a spurious one: raised without a reason, or twice for one reason).
+func checkCounters(t *testing.T, r guestrun.Result) {
+	t.Helper()
+	irqs, err1 := r.Int("interrupts")
+	done, err2 := r.Int("completions")
+	if err1 != nil || err2 != nil {
+		return // not a virtio RESULT line
+	}
+	if strings.HasPrefix(r.Name, "blk-") && irqs > done {
+		t.Errorf("RESULT %s: %d interrupts for %d completions", r.Name, irqs, done)
+	}
+	if sp, err := r.Int("spurious"); err == nil && sp != 0 {
+		t.Errorf("RESULT %s: %d spurious interrupts (ISR read as 0)", r.Name, sp)
 	}
 }
 
