@@ -19,6 +19,7 @@ func (d *PCIDevice) SignalUsed(q int) error {
 
 // SignalConfig implements Interrupt: ISR bit 1.
 func (d *PCIDevice) SignalConfig() error {
+	d.counters.configIRQs.Add(1)
 	return d.raise(ISRConfig)
 }
 
@@ -33,6 +34,7 @@ func (d *PCIDevice) DeviceError(err error) {
 // so the driver looks at the status, and one log line. Repeats before the
 // driver resets are not logged again. Never called with intMu held.
 func (d *PCIDevice) guestError(err error) {
+	d.counters.guestErrs.Add(1)
 	d.intMu.Lock()
 	first := d.status&StatusNeedsReset == 0
 	d.status |= StatusNeedsReset
@@ -50,6 +52,11 @@ func (d *PCIDevice) guestError(err error) {
 func (d *PCIDevice) raise(bits uint8) error {
 	d.intMu.Lock()
 	defer d.intMu.Unlock()
+	if d.isr != 0 {
+		// The line is already high; the driver sees this reason on its
+		// next ISR read. No second raise.
+		d.counters.coalesced.Add(1)
+	}
 	return d.setISRLocked(d.isr | bits)
 }
 
@@ -59,6 +66,10 @@ func (d *PCIDevice) readISR() uint8 {
 	d.intMu.Lock()
 	defer d.intMu.Unlock()
 	v := d.isr
+	d.counters.isrReads.Add(1)
+	if v == 0 {
+		d.counters.isrEmpty.Add(1)
+	}
 	if err := d.setISRLocked(0); err != nil {
 		d.logOnce(logLineError, "%v", err)
 	}
@@ -72,6 +83,9 @@ func (d *PCIDevice) setISRLocked(v uint8) error {
 	if (d.isr != 0) != (v != 0) {
 		if err := d.line.Set(v != 0); err != nil {
 			return fmt.Errorf("virtio: %s: interrupt line to %v: %w", d.name, v != 0, err)
+		}
+		if v != 0 {
+			d.counters.raised.Add(1)
 		}
 	}
 	d.isr = v

@@ -95,6 +95,7 @@ func (d *PCIDevice) eventLoop(ev *notifyEventFD) {
 			}
 			return
 		}
+		d.counters.eventfds.Add(1)
 		for q := range d.kicks {
 			d.KickQueue(q)
 		}

@@ -96,6 +96,8 @@ type PCIDevice struct {
 	kicks  []chan struct{} // one per queue, capacity 1, never replaced
 	logged atomic.Uint32   // log kinds already emitted
 
+	counters pciCounters // pci_stats.go
+
 	// mu guards the register state below. It is held across dev.Reset and
 	// dev.Activate, so device goroutines must never take it: they use
 	// intMu only (through Interrupt).
@@ -244,6 +246,7 @@ func (d *PCIDevice) writeReg(off uint16, data []byte) {
 			d.logOnce(logNotifyRange, "notify of queue %d, device has %d", v, len(d.kicks))
 			return
 		}
+		d.counters.notifies.Add(1)
 		d.KickQueue(int(v))
 	case off == LegacyStatus && len(data) == 1:
 		d.writeStatus(uint8(v))

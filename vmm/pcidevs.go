@@ -112,3 +112,17 @@ func (m *Machine) mptableConfig() mptable.Config {
 	}
 	return cfg
 }
+
+// DeviceStats returns one line per virtio device: transport counters and
+// ring indexes, then the device's own counters where it keeps them. Safe to
+// call while the VM runs (govm prints it on SIGUSR1 and with --stats).
+func (m *Machine) DeviceStats() []string {
+	var out []string
+	for _, s := range m.slots {
+		out = append(out, s.dev.Stats().String())
+	}
+	for i, n := range m.nets {
+		out = append(out, fmt.Sprintf("net %d: %v", i, n.Stats()))
+	}
+	return out
+}

@@ -5,6 +5,9 @@ package main
 import (
 	"bytes"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,5 +96,31 @@ func TestStopBySignal(t *testing.T) {
 		if !strings.Contains(stderr.String(), "govm: stopped") {
 			t.Fatalf("%v: no reason line:\n%s", sig, stderr)
 		}
+	}
+}
+
+// TestStatsReportQueues: --stats tells what each queue did, and the
+// counts agree with what the guest counted on its side.
+func TestStatsReportQueues(t *testing.T) {
+	needKVM(t)
+	img := filepath.Join(t.TempDir(), "d.img")
+	makePatternDisk(t, img, 8<<20)
+	o := govm(t, 60*time.Second, "run", "--kernel", testKernel, "--no-default-params", "--debug-exit",
+		"-p", "test=blk-qd", "--disk", img, "--stats")
+	r := result(t, o, "blk-qd")
+	m := regexp.MustCompile(`govm: stats: virtio-blk: status 0x7, kicks (\d+) \(\+(\d+) by ioeventfd\), interrupts (\d+) .*ISR reads (\d+) .*; q0 avail (\d+) used (\d+) in flight 0/128`).FindStringSubmatch(o.Stderr)
+	if m == nil {
+		t.Fatalf("no stats line for the disk:\n%s", o.Stderr)
+	}
+	n := func(i int) int64 { v, _ := strconv.ParseInt(m[i], 10, 64); return v }
+	irqs, _ := r.Int("interrupts")
+	isr, _ := r.Int("isr_reads")
+	done, _ := r.Int("completions")
+	if n(3) != irqs || n(4) != isr || n(6) != done || n(5) != n(6) {
+		t.Fatalf("govm says interrupts %d ISR reads %d used %d; guest counted interrupts %d ISR reads %d completions %d",
+			n(3), n(4), n(6), irqs, isr, done)
+	}
+	if kicks, _ := r.Int("kicks"); n(1)+n(2) < 1 || kicks < 1 {
+		t.Fatalf("no kicks seen (govm %d+%d, guest %d)", n(1), n(2), kicks)
 	}
 }

@@ -25,7 +25,7 @@ const defaultParams = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pa
 type runFlags struct {
 	kernel, initrd, params, mem, name string
 	cpus                              int
-	noDefaultParams, debugExit        bool
+	noDefaultParams, debugExit, stats bool
 	disks, nets                       []string
 }
 
@@ -59,6 +59,7 @@ func newRunCmd() *cobra.Command {
 	fl.IntVarP(&f.cpus, "cpus", "c", 1, "number of vCPUs")
 	fl.StringVar(&f.name, "name", "", "VM name (default guest-<pid>)")
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
+	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
 	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC] or none (repeatable)")
 	return cmd
@@ -121,10 +122,28 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGUSR1 asks what the queues are doing, e.g. when a guest seems stuck.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		for range usr1 {
+			printStats(m)
+		}
+	}()
 	res := m.Run(ctx)
+	if f.stats {
+		printStats(m)
+	}
 	fmt.Fprintf(os.Stderr, "govm: %s\n", res.Reason)
 	if res.Status != 0 {
 		return exitError{res.Status}
 	}
 	return nil
+}
+
+func printStats(m *vmm.Machine) {
+	for _, l := range m.DeviceStats() {
+		fmt.Fprintf(os.Stderr, "govm: stats: %s\n", l)
+	}
 }

@@ -1,0 +1,83 @@
+package virtio
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+)
+
+// pciCounters are the transport's view of what the driver and device do:
+// every field is updated atomically on the hot path and read by Stats from
+// any goroutine.
+type pciCounters struct {
+	notifies   atomic.Uint64 // QUEUE_NOTIFY port writes that reached user space
+	eventfds   atomic.Uint64 // ioeventfd signals (kicks that skipped the exit)
+	raised     atomic.Uint64 // line raised: ISR went from 0 to non-zero
+	coalesced  atomic.Uint64 // signals that found the ISR already set (no raise)
+	isrReads   atomic.Uint64 // driver ISR reads
+	isrEmpty   atomic.Uint64 // ISR reads that found 0 (shared line, or spurious)
+	configIRQs atomic.Uint64 // configuration-change signals
+	guestErrs  atomic.Uint64 // DeviceError / transport guest errors
+}
+
+// QueueStats is one virtqueue as the guest's ring shows it.
+type QueueStats struct {
+	Index    int
+	Size     uint16
+	Enabled  bool
+	AvailIdx uint16 // driver's avail->idx
+	UsedIdx  uint16 // device's used->idx
+}
+
+// PCIStats is a snapshot of a device's transport counters and queues.
+type PCIStats struct {
+	Name                                  string
+	Status                                uint8
+	Notifies, EventFDs                    uint64
+	Raised, Coalesced, ISRReads, ISREmpty uint64
+	ConfigInterrupts, GuestErrors         uint64
+	Queues                                []QueueStats
+}
+
+// Stats returns the transport counters and, for each enabled queue, the
+// ring indexes read from guest memory (atomically: the device may be
+// running). A ring whose memory cannot be read reports zeros.
+func (d *PCIDevice) Stats() PCIStats {
+	s := PCIStats{
+		Name:             d.name,
+		Status:           d.Status(),
+		Notifies:         d.counters.notifies.Load(),
+		EventFDs:         d.counters.eventfds.Load(),
+		Raised:           d.counters.raised.Load(),
+		Coalesced:        d.counters.coalesced.Load(),
+		ISRReads:         d.counters.isrReads.Load(),
+		ISREmpty:         d.counters.isrEmpty.Load(),
+		ConfigInterrupts: d.counters.configIRQs.Load(),
+		GuestErrors:      d.counters.guestErrs.Load(),
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, q := range d.queues {
+		qs := QueueStats{Index: i, Size: q.Size, Enabled: d.pfns[i] != 0}
+		if qs.Enabled {
+			qs.AvailIdx, _ = d.mem.LoadUint16(q.AvailAddr + 2)
+			qs.UsedIdx, _ = d.mem.LoadUint16(q.UsedAddr + 2)
+		}
+		s.Queues = append(s.Queues, qs)
+	}
+	return s
+}
+
+// String is one line for govm's log.
+func (s PCIStats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: status %#x, kicks %d (+%d by ioeventfd), interrupts %d (+%d coalesced while ISR set), ISR reads %d (%d empty), config %d, guest errors %d",
+		s.Name, s.Status, s.Notifies, s.EventFDs, s.Raised, s.Coalesced, s.ISRReads, s.ISREmpty, s.ConfigInterrupts, s.GuestErrors)
+	for _, q := range s.Queues {
+		if !q.Enabled {
+			continue
+		}
+		fmt.Fprintf(&b, "; q%d avail %d used %d in flight %d/%d", q.Index, q.AvailIdx, q.UsedIdx, q.AvailIdx-q.UsedIdx, q.Size)
+	}
+	return b.String()
+}
