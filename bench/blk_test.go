@@ -158,6 +158,8 @@ func BenchmarkBlk(b *testing.B) {
 				b.Fatalf("run %d of %s: %v", i, filepath.Base(r.argv[0]), err)
 			}
 			*r.out = append(*r.out, s)
+			b.Logf("run %d %s: qd1 %d IOPS, qd32 %d IOPS, seq %d MB/s", i, filepath.Base(r.argv[0]),
+				s.iops[0], s.iops[1], s.mbps[2])
 		}
 	}
 	b.StopTimer()
@@ -168,14 +170,26 @@ func BenchmarkBlk(b *testing.B) {
 	g.report(b, "govm-")
 	q.report(b, "qemu-")
 	for i, ph := range blkPhases {
-		gv, qv := g.iops[i], q.iops[i]
-		if ph.short == "seq" {
-			gv, qv = g.mbps[i], q.mbps[i]
+		b.ReportMetric(pairRatio(gs, qs, i), "govm/qemu-"+ph.short)
+	}
+}
+
+// pairRatio is the median over iterations of govm's figure divided by QEMU's in
+// the same iteration (IOPS for the random phases, MB/s for the sequential one).
+// The two runs of a pair are back to back, so a ratio of pairs follows the host's
+// changing load better than a ratio of two medians taken over all runs.
+func pairRatio(gs, qs []blkSample, phase int) float64 {
+	var rs []float64
+	for j := range min(len(gs), len(qs)) {
+		g, q := gs[j].iops[phase], qs[j].iops[phase]
+		if blkPhases[phase].short == "seq" {
+			g, q = gs[j].mbps[phase], qs[j].mbps[phase]
 		}
-		if qv > 0 {
-			b.ReportMetric(gv/qv, "govm/qemu-"+ph.short)
+		if q > 0 {
+			rs = append(rs, float64(g)/float64(q))
 		}
 	}
+	return Median(rs)
 }
 
 // TestBlkRun checks the collection and medians on a fake VMM printing blk-bench's
@@ -199,6 +213,14 @@ echo 'SUMMARY pass=3 fail=0'; exit 1`, qd1)
 	if m.iops[0] != 2500 || m.iops[1] != 40000 || m.mbps[2] != 2800 || m.kicks1k[0] != 999 ||
 		m.irqs1k[0] != 998 || m.kicks1k[2] != 250 || m.irqs1k[1] != 30 {
 		t.Errorf("medians = %+v", m)
+	}
+	qs := []blkSample{{iops: [3]int64{1000, 20000, 0}, mbps: [3]int64{0, 0, 4000}}, {iops: [3]int64{5000, 1, 0}, mbps: [3]int64{0, 0, 0}}}
+	// Pairs: qd1 2500/1000, 100/5000; the third govm run has no partner.
+	if r := pairRatio(ss, qs, 0); r != (2.5+0.02)/2 {
+		t.Errorf("pairRatio(qd1) = %v, want 1.26", r)
+	}
+	if r := pairRatio(ss, qs, 2); r != 0.7 { // 2800/4000; the zero-MB/s QEMU run is left out
+		t.Errorf("pairRatio(seq) = %v, want 0.7", r)
 	}
 	// A phase missing, or a key missing, is an error rather than a zero.
 	for _, bad := range []string{
