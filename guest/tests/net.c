@@ -60,7 +60,6 @@ static void echo_run(void)
 	report_end();
 }
 
-DEFINE_TEST(net_echo, .name = "net-echo", .run = echo_run, .in_all = false);
 
 static uint32_t opt_ip(const char *key, uint32_t def)
 {
@@ -80,6 +79,7 @@ static void flood_run(void)
 	uint32_t dst, size, seq = 0;
 	uint16_t port;
 	unsigned long sent = 0, full_waits = 0, rx0, icmp0;
+	uint64_t last_send, max_stall = 0;
 	bool icmp, ok = true;
 
 	if (!nif)
@@ -99,7 +99,7 @@ static void flood_run(void)
 	}
 	rx0 = nif->rx;
 	icmp0 = nif->icmp;
-	t0 = rdtsc();
+	t0 = last_send = rdtsc();
 	while (sent < count && rdtsc() < deadline) {
 		int k = 0;
 
@@ -121,9 +121,14 @@ static void flood_run(void)
 			sent++;
 			k++;
 		}
-		if (k)
+		if (k) {
+			uint64_t now = rdtsc();
+
 			vnet_tx_flush(&nif->vn);
-		else {
+			if (now - last_send > max_stall)
+				max_stall = now - last_send;
+			last_send = now;
+		} else {
 			full_waits++;
 			cpu_relax();
 		}
@@ -133,22 +138,28 @@ static void flood_run(void)
 	for (uint64_t end = tsc_after(2000);
 	     nif->vn.tx->num_free < nif->vn.tx->num && rdtsc() < end;)
 		vnet_tx_reap(&nif->vn);
-	ok = ok && sent == count && !vnet_broken(&nif->vn);
+	/* Bounded by count and time: reaching the deadline first is not a
+	 * failure (the host may be slow); a stall shows in max_stall_us and
+	 * a broken ring fails. */
+	ok = ok && sent > 0 && !vnet_broken(&nif->vn);
 	report_begin("net-flood", ok);
 	printf(" kind=%s sent=%lu want=%llu us=%llu pps=%llu full_waits=%lu "
-	       "rx_during=%lu icmp_during=%lu size=%u", kind, sent,
+	       "rx_during=%lu icmp_during=%lu size=%u max_stall_us=%llu end=%s",
+	       kind, sent,
 	       (unsigned long long)count, (unsigned long long)us,
 	       (unsigned long long)(us ? sent * 1000000ull / us : 0),
-	       full_waits, nif->rx - rx0, nif->icmp - icmp0, size);
-	if (sent != count)
-		printf(" reason=%s", ok ? "" : vnet_broken(&nif->vn) ?
-		       "broken" : "deadline");
+	       full_waits, nif->rx - rx0, nif->icmp - icmp0, size,
+	       (unsigned long long)tsc_to_us(max_stall),
+	       vnet_broken(&nif->vn) ? "broken" : sent == count ? "count" :
+	       "deadline");
 	net_print_counters(nif);
 	vnet_print_features(&nif->vn);
 	report_end();
 }
 
 DEFINE_TEST(net_flood, .name = "net-flood", .run = flood_run, .in_all = false);
+/* After net-flood: test=net-flood,net-echo floods, then serves. */
+DEFINE_TEST(net_echo, .name = "net-echo", .run = echo_run, .in_all = false);
 
 /* net-bench ---------------------------------------------------------- */
 

@@ -1,0 +1,211 @@
+package main
+
+// Helpers for the network tests: every frame stays inside a network
+// namespace the test creates (and deletes in t.Cleanup); govm runs inside it
+// through `ip netns exec`, so the tap it creates is born there and the
+// host's own interfaces are never touched.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/govm/govm/internal/guestrun"
+)
+
+const (
+	guestIP = "10.0.2.15"
+	hostIP  = "10.0.2.1"
+	tapName = "tap0"
+)
+
+var nsSeq atomic.Int32
+
+// needNetns skips, with the reason, when namespaces cannot be made here
+// (not root, no ip(8)); everything else about the host is required.
+func needNetns(t *testing.T) {
+	t.Helper()
+	needKVM(t)
+	if os.Geteuid() != 0 {
+		t.Skip("network tests create network namespaces and taps: need root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("network tests need ip(8) (iproute2)")
+	}
+}
+
+// newNetns creates an empty namespace with lo up and deletes it (and with
+// it any tap left inside) when the test ends.
+func newNetns(t *testing.T) string {
+	t.Helper()
+	ns := fmt.Sprintf("govm-e2e-%d-%d", os.Getpid(), nsSeq.Add(1))
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	nsCmd(t, ns, "ip", "link", "set", "lo", "up")
+	return ns
+}
+
+// nsCmd runs argv inside ns and fails the test on error.
+func nsCmd(t *testing.T, ns string, argv ...string) string {
+	t.Helper()
+	out, err := nsExec(ns, argv...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("in %s: %s: %v: %s", ns, strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+func nsExec(ns string, argv ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...)
+}
+
+// linkExists says whether ns has an interface called name.
+func linkExists(ns, name string) bool {
+	return exec.Command("ip", "-n", ns, "link", "show", "dev", name).Run() == nil
+}
+
+// tapStat reads /sys/class/net/tap0/statistics/<name> inside ns (ip netns
+// exec mounts the namespace's own sysfs).
+func tapStat(ns, name string) (uint64, error) {
+	out, err := nsExec(ns, "cat", "/sys/class/net/"+tapName+"/statistics/"+name).Output()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+}
+
+// govmNetArgv is govm booting the test kernel with a tap inside the
+// namespace whose host side is hostIP.
+func govmNetArgv(ns, cmdline string) []string {
+	return []string{"ip", "netns", "exec", ns, govmBin, "run", "--kernel", testKernel,
+		"-m", "256M", "--no-default-params", "--debug-exit", "-p",
+		"net.ip=" + guestIP + " net.peer=" + hostIP + " " + cmdline,
+		"--net", "tap,ifname=" + tapName + ",host-ip=" + hostIP + "/24"}
+}
+
+// vmRun is a VM running in the background.
+type vmRun struct {
+	done chan struct{}
+	out  *guestrun.Output
+	err  error
+}
+
+func startVM(timeout time.Duration, argv []string) *vmRun {
+	v := &vmRun{done: make(chan struct{})}
+	go func() {
+		defer close(v.done)
+		v.out, v.err = guestrun.Run(context.Background(), timeout, argv...)
+	}()
+	return v
+}
+
+// wait returns the VM's output once it exited; it fails the test if it
+// could not run or timed out.
+func (v *vmRun) wait(t *testing.T) *guestrun.Output {
+	t.Helper()
+	<-v.done
+	if v.err != nil {
+		t.Fatalf("vm: %v", v.err)
+	}
+	if v.out.TimedOut {
+		t.Fatalf("vm timed out after %v\nserial:\n%s\nstderr:\n%s", v.out.Elapsed, v.out.Serial, v.out.Stderr)
+	}
+	return v.out
+}
+
+func (v *vmRun) exited() bool {
+	select {
+	case <-v.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReachable pings the guest once a second until it answers, the VM
+// exits, or within passes.
+func waitReachable(t *testing.T, ns string, v *vmRun, within time.Duration) {
+	t.Helper()
+	end := time.Now().Add(within)
+	for time.Now().Before(end) && !v.exited() {
+		if nsExec(ns, "ping", "-c", "1", "-W", "1", guestIP).Run() == nil {
+			return
+		}
+	}
+	if v.exited() {
+		o := v.wait(t)
+		t.Fatalf("vm exited before answering ping (exit %d)\nserial:\n%s\nstderr:\n%s", o.ExitCode, o.Serial, o.Stderr)
+	}
+	t.Fatalf("guest %s did not answer ping within %v", guestIP, within)
+}
+
+// inNetns runs fn on an OS thread switched into ns; sockets fn creates
+// belong to ns for their whole life, whichever thread uses them later.
+func inNetns(t *testing.T, ns string, fn func()) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread is not unlocked: it leaves the namespace changed, so
+		// Go discards it when this goroutine ends.
+		runtime.LockOSThread()
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			errc <- err
+			return
+		}
+		fn()
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("entering netns %s: %v", ns, err)
+	}
+}
+
+// quitGuest sends "quit" to the guest's UDP port 9 a few times (UDP).
+func quitGuest(t *testing.T, ns string, v *vmRun) {
+	t.Helper()
+	for i := 0; i < 20 && !v.exited(); i++ {
+		nsExec(ns, "bash", "-c", "echo -n quit > /dev/udp/"+guestIP+"/9").Run()
+		select {
+		case <-v.done:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// pingSummary parses ping's "N packets transmitted, M received" line.
+func pingSummary(out string) (sent, recv int, ok bool) {
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.Contains(l, "packets transmitted") {
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			return 0, 0, false
+		}
+		s, err1 := strconv.Atoi(f[0])
+		r, err2 := strconv.Atoi(f[3])
+		return s, r, err1 == nil && err2 == nil
+	}
+	return 0, 0, false
+}
