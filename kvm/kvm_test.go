@@ -212,6 +212,43 @@ func TestIOEventFD(t *testing.T) {
 	}
 }
 
+// TestIOEventFDDatamatch: two eventfds on one port, each matching one
+// value (one per virtqueue on QUEUE_NOTIFY); a write of another value exits.
+func TestIOEventFDDatamatch(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s := openKVM(t)
+	// Real mode: mov $1,%ax; out %ax,$0x10; mov $0,%ax; out %ax,$0x10;
+	// mov $2,%ax; out %ax,$0x10; hlt
+	code := []byte{0xb8, 1, 0, 0xe7, 0x10, 0xb8, 0, 0, 0xe7, 0x10, 0xb8, 2, 0, 0xe7, 0x10, 0xf4}
+	vm, v, _ := guestVM(t, s, false, code)
+	var efd [2]int
+	for q := range efd {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		efd[q] = fd
+		if err := vm.RegisterIOEventFDMatch(0x10, 2, fd, true, uint64(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	io, ok := run(t, v).(ExitIO)
+	if !ok || io.Port != 0x10 || io.Data[0] != 2 {
+		t.Fatalf("exit = %#v, want the unmatched OUT of 2 to port 0x10", io)
+	}
+	var cnt [8]byte
+	for q, fd := range efd {
+		if n, err := unix.Read(fd, cnt[:]); err != nil || n != 8 || cnt[0] != 1 {
+			t.Fatalf("queue %d eventfd read = %d, %v, % x; want count 1", q, n, err, cnt)
+		}
+		if err := vm.UnregisterIOEventFDMatch(0x10, 2, fd, true, uint64(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestInterrupt(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

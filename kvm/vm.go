@@ -116,8 +116,29 @@ func (vm *VM) UnregisterIOEventFD(addr uint64, length uint32, fd int, pio bool) 
 	return vm.ioeventfd(addr, length, fd, pio, true)
 }
 
+// RegisterIOEventFDMatch is RegisterIOEventFD restricted to writes of the
+// value data (KVM_IOEVENTFD_FLAG_DATAMATCH): one eventfd per virtqueue on a
+// shared notify register, so a kick wakes only its queue.
+func (vm *VM) RegisterIOEventFDMatch(addr uint64, length uint32, fd int, pio bool, data uint64) error {
+	return vm.ioeventfdMatch(addr, length, fd, pio, false, &data)
+}
+
+// UnregisterIOEventFDMatch removes a registration made by
+// RegisterIOEventFDMatch with the same arguments.
+func (vm *VM) UnregisterIOEventFDMatch(addr uint64, length uint32, fd int, pio bool, data uint64) error {
+	return vm.ioeventfdMatch(addr, length, fd, pio, true, &data)
+}
+
 func (vm *VM) ioeventfd(addr uint64, length uint32, fd int, pio, deassign bool) error {
+	return vm.ioeventfdMatch(addr, length, fd, pio, deassign, nil)
+}
+
+func (vm *VM) ioeventfdMatch(addr uint64, length uint32, fd int, pio, deassign bool, data *uint64) error {
 	e := ioeventfd{Addr: addr, Len: length, FD: int32(fd)}
+	if data != nil {
+		e.Datamatch = *data
+		e.Flags |= ioeventfdFlagDatamatch
+	}
 	if pio {
 		e.Flags |= ioeventfdFlagPIO
 	}

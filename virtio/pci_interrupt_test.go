@@ -118,47 +118,65 @@ func TestISRConcurrent(t *testing.T) {
 	}
 }
 
-// fakeRegistrar records ioeventfd registrations by address.
-type fakeRegistrar struct {
-	mu   sync.Mutex
-	regs map[uint64]int // addr -> fd
-	log  []string
+// regKey is one ioeventfd registration: a port and the value it matches.
+type regKey struct {
+	addr uint64
+	data uint64
 }
 
-func (f *fakeRegistrar) RegisterIOEventFD(addr uint64, length uint32, fd int, pio bool) error {
+// fakeRegistrar records ioeventfd registrations by port and matched value.
+type fakeRegistrar struct {
+	mu   sync.Mutex
+	regs map[regKey]int // -> fd
+}
+
+func (f *fakeRegistrar) RegisterIOEventFDMatch(addr uint64, length uint32, fd int, pio bool, data uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if length != 2 || !pio {
 		return errors.New("want 2-byte PIO")
 	}
-	if _, ok := f.regs[addr]; ok {
+	k := regKey{addr, data}
+	if _, ok := f.regs[k]; ok {
 		return unix.EEXIST
 	}
-	f.regs[addr] = fd
+	f.regs[k] = fd
 	return nil
 }
 
-func (f *fakeRegistrar) UnregisterIOEventFD(addr uint64, length uint32, fd int, pio bool) error {
+func (f *fakeRegistrar) UnregisterIOEventFDMatch(addr uint64, length uint32, fd int, pio bool, data uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.regs[addr] != fd {
+	k := regKey{addr, data}
+	if f.regs[k] != fd {
 		return unix.ENOENT
 	}
-	delete(f.regs, addr)
+	delete(f.regs, k)
 	return nil
 }
 
-func (f *fakeRegistrar) only(t *testing.T) (uint64, int) {
+// perQueue returns the one port all registrations share and the eventfd of
+// each queue, failing unless there is exactly one per queue.
+func (f *fakeRegistrar) perQueue(t *testing.T, queues int) (uint64, []int) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.regs) != 1 {
-		t.Fatalf("registrations %v, want exactly one", f.regs)
+	if len(f.regs) != queues {
+		t.Fatalf("registrations %v, want one per queue (%d)", f.regs, queues)
 	}
-	for a, fd := range f.regs {
-		return a, fd
+	fds := make([]int, queues)
+	var addr uint64
+	for k, fd := range f.regs {
+		if addr != 0 && k.addr != addr {
+			t.Fatalf("registrations on two ports: %v", f.regs)
+		}
+		addr = k.addr
+		if k.data >= uint64(queues) {
+			t.Fatalf("registration matches %d: no such queue", k.data)
+		}
+		fds[k.data] = fd
 	}
-	return 0, 0
+	return addr, fds
 }
 
 func waitKick(t *testing.T, k chan struct{}) {
@@ -175,7 +193,7 @@ func waitKick(t *testing.T, k chan struct{}) {
 // BAR0.
 func TestPCIBusWiring(t *testing.T) {
 	r := newRig(t)
-	reg := &fakeRegistrar{regs: map[uint64]int{}}
+	reg := &fakeRegistrar{regs: map[regKey]int{}}
 	if err := r.d.EnableIOEventFD(reg); err != nil {
 		t.Fatal(err)
 	}
@@ -195,18 +213,23 @@ func TestPCIBusWiring(t *testing.T) {
 	if port, ok := r.d.NotifyAddr(); !ok || port != base+LegacyQueueNotify {
 		t.Fatalf("NotifyAddr = %#x %v", port, ok)
 	}
-	addr, fd := reg.only(t)
+	nq := len(r.d.kicks)
+	addr, fds := reg.perQueue(t, nq)
 	if addr != uint64(base)+LegacyQueueNotify {
 		t.Fatalf("ioeventfd at %#x, want %#x", addr, base+LegacyQueueNotify)
 	}
-	// What KVM does on a matching OUT: add 1 to the eventfd counter.
+	// What KVM does on an OUT of 1 to QUEUE_NOTIFY (datamatch 1): add 1 to
+	// queue 1's eventfd counter. Only queue 1 is kicked.
 	var one [8]byte
 	binary.LittleEndian.PutUint64(one[:], 1)
-	if _, err := unix.Write(fd, one[:]); err != nil {
+	if _, err := unix.Write(fds[1], one[:]); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range r.d.kicks { // no datamatch: every queue is kicked
-		waitKick(t, k)
+	waitKick(t, r.d.kicks[1])
+	select {
+	case <-r.d.kicks[0]:
+		t.Fatal("queue 0 kicked by queue 1's eventfd")
+	case <-time.After(50 * time.Millisecond):
 	}
 
 	// Through the ports: the guest reads the device ID and BAR0 registers.
@@ -227,7 +250,7 @@ func TestPCIBusWiring(t *testing.T) {
 	io.Write(pci.ConfigAddrPort, b)
 	binary.LittleEndian.PutUint32(b, 0x7000)
 	io.Write(pci.ConfigDataPort, b)
-	if addr, _ := reg.only(t); addr != 0x7000+LegacyQueueNotify {
+	if addr, _ := reg.perQueue(t, nq); addr != 0x7000+LegacyQueueNotify {
 		t.Fatalf("after move: ioeventfd at %#x", addr)
 	}
 	// I/O decoding off: no ioeventfd.
@@ -241,7 +264,7 @@ func TestPCIBusWiring(t *testing.T) {
 		t.Fatal("NotifyAddr ok while not decoded")
 	}
 	io.Write(pci.ConfigDataPort, []byte{pci.CommandIO, 0, 0, 0})
-	reg.only(t)
+	reg.perQueue(t, nq)
 	if err := r.d.EnableIOEventFD(reg); !errors.Is(err, ErrIOEventFDEnabled) {
 		t.Fatalf("second enable: %v", err)
 	}

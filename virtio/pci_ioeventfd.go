@@ -8,12 +8,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// IOEventRegistrar registers KVM ioeventfds (KVM_IOEVENTFD); *kvm.VM
-// satisfies it. Behind an interface so the transport is testable without
-// KVM.
+// IOEventRegistrar registers KVM ioeventfds that match one written value
+// (KVM_IOEVENTFD with KVM_IOEVENTFD_FLAG_DATAMATCH); *kvm.VM satisfies it.
+// Behind an interface so the transport is testable without KVM.
 type IOEventRegistrar interface {
-	RegisterIOEventFD(addr uint64, length uint32, fd int, pio bool) error
-	UnregisterIOEventFD(addr uint64, length uint32, fd int, pio bool) error
+	RegisterIOEventFDMatch(addr uint64, length uint32, fd int, pio bool, data uint64) error
+	UnregisterIOEventFDMatch(addr uint64, length uint32, fd int, pio bool, data uint64) error
 }
 
 // ErrIOEventFDEnabled is returned by a second EnableIOEventFD.
@@ -23,13 +23,11 @@ var ErrIOEventFDEnabled = errors.New("virtio: ioeventfd already enabled")
 // of exactly this length, and drivers write it with iowrite16.
 const notifyLen = 2
 
-// notifyEventFD is one eventfd KVM signals on 16-bit writes to
-// QUEUE_NOTIFY, so kicks skip the exit to user space. Without datamatch
-// (our kvm wrapper has none) it cannot tell which queue was kicked, so a
-// signal kicks every queue; the extra kicks are harmless, the I/O loops
-// just find no new buffers.
-type notifyEventFD struct {
-	reg        IOEventRegistrar
+// queueEventFD is one eventfd that KVM signals when the driver writes the
+// queue's index to QUEUE_NOTIFY (datamatch), so the kick skips the exit to
+// user space and wakes only that queue's device goroutine.
+type queueEventFD struct {
+	queue      int
 	fd         int      // the raw fd KVM gets (never f.Fd(): that makes f blocking)
 	f          *os.File // the same fd, read through Go's poller
 	registered bool
@@ -37,68 +35,93 @@ type notifyEventFD struct {
 	done       chan struct{}
 }
 
-// EnableIOEventFD moves queue notifications to a KVM ioeventfd on
-// BAR0+QUEUE_NOTIFY. It follows the BAR when the guest moves it (the bus
-// calls IOBARMapped). Call Close to undo it.
+// notifyEventFD is the set of per-queue eventfds of one device.
+type notifyEventFD struct {
+	reg    IOEventRegistrar
+	queues []*queueEventFD
+}
+
+// EnableIOEventFD moves queue notifications to KVM ioeventfds on
+// BAR0+QUEUE_NOTIFY, one per queue. They follow the BAR when the guest
+// moves it (the bus calls IOBARMapped). Call Close to undo it.
 func (d *PCIDevice) EnableIOEventFD(reg IOEventRegistrar) error {
 	d.evMu.Lock()
 	defer d.evMu.Unlock()
 	if d.ev != nil {
 		return ErrIOEventFDEnabled
 	}
-	// Non-blocking so os.File puts it in the runtime poller: the reader
-	// goroutine parks instead of holding a thread, and Close wakes it.
-	// KVM signals the eventfd the same either way.
-	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		return fmt.Errorf("virtio: %s: eventfd: %w", d.name, err)
+	ev := &notifyEventFD{reg: reg}
+	for q := range d.kicks {
+		// Non-blocking so os.File puts it in the runtime poller: the
+		// reader goroutine parks instead of holding a thread, and
+		// Close wakes it. KVM signals the eventfd the same either way.
+		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			ev.close()
+			return fmt.Errorf("virtio: %s: eventfd: %w", d.name, err)
+		}
+		ev.queues = append(ev.queues, &queueEventFD{queue: q, fd: fd,
+			f: os.NewFile(uintptr(fd), fmt.Sprintf("%s-notify-%d", d.name, q)), done: make(chan struct{})})
 	}
-	ev := &notifyEventFD{reg: reg, fd: fd, f: os.NewFile(uintptr(fd), d.name+"-notify"), done: make(chan struct{})}
 	if d.barMapped {
 		if err := ev.register(uint64(d.barBase) + LegacyQueueNotify); err != nil {
-			ev.f.Close()
+			_ = ev.unregister()
+			ev.close()
 			return fmt.Errorf("virtio: %s: %w", d.name, err)
 		}
 	}
 	d.ev = ev
-	go d.eventLoop(ev)
+	for _, qe := range ev.queues {
+		go d.eventLoop(qe)
+	}
 	return nil
 }
 
 func (ev *notifyEventFD) register(addr uint64) error {
-	if err := ev.reg.RegisterIOEventFD(addr, notifyLen, ev.fd, true); err != nil {
-		return fmt.Errorf("ioeventfd at port %#x: %w", addr, err)
+	for _, qe := range ev.queues {
+		if err := ev.reg.RegisterIOEventFDMatch(addr, notifyLen, qe.fd, true, uint64(qe.queue)); err != nil {
+			return fmt.Errorf("ioeventfd for queue %d at port %#x: %w", qe.queue, addr, err)
+		}
+		qe.registered, qe.addr = true, addr
 	}
-	ev.registered, ev.addr = true, addr
 	return nil
 }
 
 func (ev *notifyEventFD) unregister() error {
-	if !ev.registered {
-		return nil
+	var first error
+	for _, qe := range ev.queues {
+		if !qe.registered {
+			continue
+		}
+		qe.registered = false
+		if err := ev.reg.UnregisterIOEventFDMatch(qe.addr, notifyLen, qe.fd, true, uint64(qe.queue)); err != nil && first == nil {
+			first = fmt.Errorf("ioeventfd for queue %d at port %#x: %w", qe.queue, qe.addr, err)
+		}
 	}
-	ev.registered = false
-	if err := ev.reg.UnregisterIOEventFD(ev.addr, notifyLen, ev.fd, true); err != nil {
-		return fmt.Errorf("ioeventfd at port %#x: %w", ev.addr, err)
-	}
-	return nil
+	return first
 }
 
-// eventLoop turns eventfd signals into kicks until the file is closed.
-func (d *PCIDevice) eventLoop(ev *notifyEventFD) {
-	defer close(ev.done)
+// close closes the eventfds, which ends their goroutines.
+func (ev *notifyEventFD) close() {
+	for _, qe := range ev.queues {
+		qe.f.Close()
+	}
+}
+
+// eventLoop turns one queue's eventfd signals into kicks until the file is
+// closed.
+func (d *PCIDevice) eventLoop(qe *queueEventFD) {
+	defer close(qe.done)
 	var buf [8]byte // an eventfd read returns the 8-byte counter
 	for {
-		if _, err := ev.f.Read(buf[:]); err != nil {
+		if _, err := qe.f.Read(buf[:]); err != nil {
 			if !errors.Is(err, os.ErrClosed) {
 				d.logf("%s: notify eventfd: %v", d.name, err)
 			}
 			return
 		}
 		d.counters.eventfds.Add(1)
-		for q := range d.kicks {
-			d.KickQueue(q)
-		}
+		d.KickQueue(qe.queue)
 	}
 }
 
@@ -141,8 +164,10 @@ func (d *PCIDevice) Close() error {
 		return nil
 	}
 	err := ev.unregister()
-	ev.f.Close()
-	<-ev.done
+	ev.close()
+	for _, qe := range ev.queues {
+		<-qe.done
+	}
 	if err != nil {
 		return fmt.Errorf("virtio: %s: %w", d.name, err)
 	}
