@@ -31,6 +31,20 @@ func TestEndByI8042Reset(t *testing.T) {
 	}
 }
 
+// TestEndByTripleFault: a guest that triple-faults (the test kernel loads
+// an empty IDT and faults) resets; govm ends with status 0 and says so.
+func TestEndByTripleFault(t *testing.T) {
+	needKVM(t)
+	o := govm(t, 60*time.Second, "run", "--kernel", testKernel, "--no-default-params", "--debug-exit",
+		"-p", "test=fault fault=triple")
+	if o.ExitCode != 0 || !strings.Contains(o.Stderr, "govm: guest reset (triple fault on vCPU 0)") {
+		t.Fatalf("exit %d, want 0 with the triple-fault reason\nserial:\n%s\nstderr:\n%s", o.ExitCode, o.Serial, o.Stderr)
+	}
+	if !strings.Contains(o.Serial, "loading an empty IDT") {
+		t.Fatalf("the guest did not reach its triple fault:\n%s", o.Serial)
+	}
+}
+
 // startConsole starts govm on the test kernel's interactive console with a
 // pipe on stdin.
 func startConsole(t *testing.T) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, func(string)) {

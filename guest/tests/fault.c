@@ -1,12 +1,29 @@
 /* fault: raise an exception at CPL3 on purpose to check that the VMM
  * delivers it through the guest IDT and that the exception reporter works.
  * Not part of test=all. fault=ud (default) | pf | gp. Expected: an
- * EXCEPTION line, RESULT exception fail ..., exit status 3. */
+ * EXCEPTION line, RESULT exception fail ..., exit status 3.
+ * fault=triple: the #UD handler (CPL0) loads an empty IDT and faults
+ * again: no handler for the #UD, nor for the #GP/#DF that follow, so the
+ * CPU shuts down (triple fault). The VMM sees KVM_EXIT_SHUTDOWN. */
 #include "../lib/cmdline.h"
+#include "../lib/desc.h"
 #include "../lib/printf.h"
 #include "../lib/test.h"
 
 #include <stdint.h>
+
+/* CPL0: no IDT at all, then another fault. */
+static void triple(struct intr_frame *f)
+{
+	static const struct __attribute__((packed)) {
+		uint16_t limit;
+		uint64_t base;
+	} empty = { 0, 0 };
+
+	(void)f;
+	printf("fault: loading an empty IDT and faulting again\n");
+	asm volatile("lidt %0; ud2" : : "m"(empty));
+}
 
 static void run(void)
 {
@@ -14,7 +31,10 @@ static void run(void)
 
 	cmdline_get("fault", kind, sizeof(kind));
 	printf("fault: raising #%s at CPL3\n", kind);
-	if (kind[0] == 'p') {
+	if (kind[0] == 't') {
+		intr_set_handler(6, triple);
+		asm volatile("ud2");
+	} else if (kind[0] == 'p') {
 		/* Beyond the 4 GiB identity map: not present. */
 		(void)*(volatile uint64_t *)(uintptr_t)0x100000000000ull;
 	} else if (kind[0] == 'g') {
