@@ -8,7 +8,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"fmt"
 	"math/rand"
 	"os"
@@ -58,27 +57,15 @@ func readTestsCfg(t *testing.T) []cfgEntry {
 	return out
 }
 
-// Disk patterns shared with the test kernel (guest/lib/blkpattern.h): each
-// 8-byte little-endian word w of sector s holds (s<<16 | w) XOR a seed.
-const (
-	readPatternSeed  = 0x9e3779b97f4a7c15
-	writePatternSeed = 0xdeadbeefcafef00d
-)
-
-func patternSector(buf []byte, sector uint64, seed uint64) {
-	for w := 0; w < 512/8; w++ {
-		binary.LittleEndian.PutUint64(buf[w*8:], (sector<<16|uint64(w))^seed)
-	}
-}
-
-// makePatternDisk writes a disk image of size bytes in the read pattern.
+// makePatternDisk writes a disk image of size bytes in the read pattern
+// (guest/lib/blkpattern.h) and returns its contents.
 func makePatternDisk(t *testing.T, path string, size int64) []byte {
 	t.Helper()
-	img := make([]byte, size)
-	for s := int64(0); s < size/512; s++ {
-		patternSector(img[s*512:], uint64(s), readPatternSeed)
+	if err := guestrun.WritePatternImage(path, size); err != nil {
+		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, img, 0o644); err != nil {
+	img, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return img
@@ -193,7 +180,7 @@ func checkDisksAfter(t *testing.T, spec string, paths []string, imgs [][]byte) {
 		want = append([][]byte(nil), imgs...)
 		w := append([]byte(nil), imgs[d]...)
 		for s := start; s < start+count; s++ {
-			patternSector(w[s*512:], s, writePatternSeed)
+			guestrun.PatternSector(w[s*512:], s, guestrun.PatternWrite)
 		}
 		want[d] = w
 	} else if f[0] != "unchanged" {
