@@ -13,7 +13,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add(bzWithPayload(gzipBytes(f, tinyELF())))
 	f.Add(bzWithPayload([]byte("not compressed")))
 	f.Fuzz(func(t *testing.T, img []byte) {
-		k, err := load(img, 4<<20)
+		k, err := load(img, 4<<20, nil)
 		if err != nil {
 			if k != nil {
 				t.Fatal("kernel returned with an error")

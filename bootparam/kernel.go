@@ -1,7 +1,9 @@
 package bootparam
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -61,11 +63,47 @@ type Kernel struct {
 // needs protocol >= 2.12 with XLF_KERNEL_64. A payload in a known format
 // that fails to decompress is an error, not a fallback: the kernel's own
 // decompressor would fail on it too, only minutes later.
-func Load(img []byte) (*Kernel, error) { return load(img, MaxDecompressed) }
+func Load(img []byte) (*Kernel, error) { return load(img, MaxDecompressed, nil) }
+
+// PayloadCache keeps decompressed bzImage payloads between runs, keyed by a
+// digest of the compressed payload. Host-side decompression of a distro
+// kernel's xz payload takes about a second; repeated boots of the same
+// kernel (CI smoke tests) skip it. What Get returns is validated exactly as
+// a fresh decompression would be, so a corrupt cache cannot load anything a
+// bad kernel could not.
+type PayloadCache interface {
+	Get(key string) ([]byte, bool)
+	Put(key string, data []byte)
+}
+
+// LoadCached is Load with a payload cache (nil: no cache).
+func LoadCached(img []byte, cache PayloadCache) (*Kernel, error) {
+	return load(img, MaxDecompressed, cache)
+}
+
+// decompressCached decompresses payload, or takes it from cache.
+func decompressCached(payload []byte, limit int64, cache PayloadCache) ([]byte, decompress.Format, bool, error) {
+	if cache == nil {
+		raw, f, err := decompress.Payload(payload, limit)
+		return raw, f, false, err
+	}
+	sum := sha256.Sum256(payload)
+	key := hex.EncodeToString(sum[:])
+	// Only an ELF can have been stored; anything else is a damaged cache
+	// entry, and the payload is decompressed afresh.
+	if raw, ok := cache.Get(key); ok && int64(len(raw)) <= limit && IsELF(raw) {
+		return raw, decompress.Detect(payload), true, nil
+	}
+	raw, f, err := decompress.Payload(payload, limit)
+	if err == nil && IsELF(raw) {
+		cache.Put(key, raw)
+	}
+	return raw, f, false, err
+}
 
 // load is Load with a chosen decompression cap (the fuzz test uses a small
 // one to stay fast).
-func load(img []byte, limit int64) (*Kernel, error) {
+func load(img []byte, limit int64, cache PayloadCache) (*Kernel, error) {
 	if IsELF(img) {
 		segs, entry, err := loadELF(img)
 		if err != nil {
@@ -84,7 +122,7 @@ func load(img []byte, limit int64) (*Kernel, error) {
 	} else if h.PayloadLength > 0 {
 		payload := pm[h.PayloadOffset:][:h.PayloadLength] // bounds checked by ParseSetupHeader
 		start := time.Now()
-		raw, f, err := decompress.Payload(payload, limit)
+		raw, f, cached, err := decompressCached(payload, limit, cache)
 		took := time.Since(start)
 		switch {
 		case err == nil && IsELF(raw):
@@ -92,13 +130,18 @@ func load(img []byte, limit int64) (*Kernel, error) {
 			if err != nil {
 				return nil, fmt.Errorf("bzImage %s payload: %w", f, err)
 			}
+			format := "bzImage+" + string(f) + "->elf"
+			if cached {
+				format += " (decompressed payload from the cache)"
+				took = 0
+			}
 			return &Kernel{
 				Header: h, Segments: segs, Entry: entry,
 				// vmlinux runs where it is loaded: its memsz already
 				// covers bss and brk, and init_size is the
 				// decompressor's need, which we skip.
 				End:            segmentsEnd(segs),
-				Format:         "bzImage+" + string(f) + "->elf",
+				Format:         format,
 				DecompressTime: took,
 			}, nil
 		case err == nil:

@@ -195,3 +195,45 @@ func TestLoadELFVirtualEntry(t *testing.T) {
 		t.Fatalf("entry %#x, want the virtual entry translated to 0x1000040", k.Entry)
 	}
 }
+
+// memCache is a PayloadCache in memory that counts its traffic.
+type memCache struct {
+	m          map[string][]byte
+	gets, puts int
+}
+
+func (c *memCache) Get(k string) ([]byte, bool) { c.gets++; v, ok := c.m[k]; return v, ok }
+func (c *memCache) Put(k string, v []byte)      { c.puts++; c.m[k] = v }
+
+func TestLoadCached(t *testing.T) {
+	elfImg := tinyELF()
+	img := bzWithPayload(gzipBytes(t, elfImg))
+	c := &memCache{m: map[string][]byte{}}
+	k1, err := LoadCached(img, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.puts != 1 || strings.Contains(k1.Format, "cache") {
+		t.Fatalf("first load: puts %d format %q", c.puts, k1.Format)
+	}
+	k2, err := LoadCached(img, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.puts != 1 || !strings.Contains(k2.Format, "from the cache") || k2.Entry != k1.Entry ||
+		len(k2.Segments) != len(k1.Segments) || !bytes.Equal(k2.Segments[0].Data, k1.Segments[0].Data) {
+		t.Fatalf("second load: puts %d format %q entry %#x", c.puts, k2.Format, k2.Entry)
+	}
+	// A damaged entry is ignored, not booted: the payload is decompressed
+	// again and the same ELF loads.
+	for key := range c.m {
+		c.m[key] = []byte("garbage, not an ELF")
+	}
+	k3, err := LoadCached(img, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(k3.Format, "cache") || k3.Entry != k1.Entry || c.puts != 2 {
+		t.Fatalf("damaged cache: format %q entry %#x puts %d", k3.Format, k3.Entry, c.puts)
+	}
+}

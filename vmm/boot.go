@@ -33,7 +33,11 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 	if err != nil {
 		return nil, inputErrorf("kernel: %w", err)
 	}
-	k, err := bootparam.Load(img)
+	var cache bootparam.PayloadCache
+	if cfg.KernelCacheDir != "" {
+		cache = &kernelCache{dir: cfg.KernelCacheDir, keep: 4}
+	}
+	k, err := bootparam.LoadCached(img, cache)
 	if err != nil {
 		return nil, inputErrorf("kernel %s: %w", cfg.Kernel, err)
 	}

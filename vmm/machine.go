@@ -30,10 +30,13 @@ type Config struct {
 	DebugExit     bool
 	Disks         []DiskConfig
 	Nets          []virtionet.NetConfig
-	KVMPath       string    // default /dev/kvm
-	Stdin         *os.File  // console input; nil for none
-	Stdout        io.Writer // console output
-	Log           io.Writer // govm's own one-line messages (stderr)
+	KVMPath       string // default /dev/kvm
+	// KernelCacheDir keeps decompressed kernels between runs ("" = off);
+	// DefaultKernelCacheDir gives the usual place.
+	KernelCacheDir string
+	Stdin          *os.File  // console input; nil for none
+	Stdout         io.Writer // console output
+	Log            io.Writer // govm's own one-line messages (stderr)
 }
 
 // Result says why a VM ended and what govm's exit status should be.

@@ -85,8 +85,10 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 		CPUs:      f.cpus,
 		DebugExit: f.debugExit,
 		KVMPath:   os.Getenv("GOVM_KVM_DEVICE"),
-		Stdout:    os.Stdout,
-		Log:       os.Stderr,
+		// A decompressed distro kernel is kept for the next boot.
+		KernelCacheDir: vmm.DefaultKernelCacheDir(),
+		Stdout:         os.Stdout,
+		Log:            os.Stderr,
 	}
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("guest-%d", os.Getpid())
