@@ -4,7 +4,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 )
+
+// fileNow is time.Now, a variable so tests can order cache entries.
+var fileNow = time.Now
 
 // kernelCache is bootparam.PayloadCache on disk: one file per decompressed
 // payload, named by the compressed payload's SHA-256, written atomically
