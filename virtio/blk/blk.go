@@ -70,6 +70,18 @@ type Backend interface {
 	Size() (int64, error)
 }
 
+// VectoredBackend is a Backend that moves a request's data between the disk
+// and several buffers (the guest's own, scattered over guest RAM) in one
+// call, like preadv/pwritev. The device uses it when the backend has it;
+// File does. The semantics are those of io.ReaderAt / io.WriterAt over the
+// concatenation of bufs: a count short of the total comes with an error,
+// io.EOF when a read ran past the end of the disk.
+type VectoredBackend interface {
+	Backend
+	ReadAtv(bufs [][]byte, off int64) (int, error)
+	WriteAtv(bufs [][]byte, off int64) (int, error)
+}
+
 // Config is the device configuration chosen by the user.
 type Config struct {
 	// ReadOnly offers VIRTIO_BLK_F_RO and fails writes with IOERR.
@@ -181,7 +193,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 	}
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
 	w := &worker{dev: d, mem: a.Mem, q: a.Queues[0], kick: a.Kicks[0], intr: a.Intr,
-		stop: d.stop, buf: make([]byte, ioChunk)}
+		stop: d.stop, x: executor{dev: d, mem: a.Mem}}
 	go w.run(d.done)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,14 @@ func (b *memBackend) ReadAt(p []byte, off int64) (int, error) {
 	if b.failIO {
 		return 0, errors.New("injected read error")
 	}
-	return copy(p, b.data[off:]), nil
+	if off >= int64(len(b.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.data[off:])
+	if n < len(p) {
+		return n, io.EOF // io.ReaderAt: a short count comes with an error
+	}
+	return n, nil
 }
 
 func (b *memBackend) WriteAt(p []byte, off int64) (int, error) {
@@ -83,12 +91,21 @@ func newEnv(t *testing.T, cfg Config, features uint64) *env {
 	for i := range be.data {
 		be.data[i] = byte(i / SectorSize)
 	}
+	e := newEnvBackend(t, be, cfg, features)
+	e.be = be
+	return e
+}
+
+// newEnvBackend activates a device over any backend (e.be stays nil) with
+// 1 MiB of fake guest RAM.
+func newEnvBackend(t *testing.T, be Backend, cfg Config, features uint64) *env {
+	t.Helper()
 	dev, err := New(be, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, d: virtiotest.New(t, 1<<20, QueueSize), dev: dev,
-		intr: virtiotest.NewRecordingInterrupt(), be: be}
+		intr: virtiotest.NewRecordingInterrupt()}
 	if err := dev.Activate(virtiotest.Activation(e.intr, features, e.d)); err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,6 @@ import (
 	"github.com/govm/govm/virtio"
 )
 
-// ioChunk is the bounce buffer size between guest buffers and the backend.
-const ioChunk = 128 << 10
-
 // worker is the device's single I/O goroutine and its state.
 type worker struct {
 	dev  *Device
@@ -19,7 +16,7 @@ type worker struct {
 	kick <-chan struct{}
 	intr virtio.Interrupt
 	stop <-chan struct{}
-	buf  []byte
+	x    executor
 }
 
 // run serves the queue until stop is closed. Buffers the driver published
@@ -93,92 +90,39 @@ func (w *worker) drain() error {
 		if err != nil || c == nil {
 			return err
 		}
-		if err := w.handle(c); err != nil {
+		used, err := w.handle(c)
+		if err != nil {
 			return err
 		}
-		if err := w.q.AddUsed(w.mem, c.Head, c.Written()); err != nil {
+		if err := w.q.AddUsed(w.mem, c.Head, used); err != nil {
 			return err
 		}
 	}
 }
 
-// handle parses and executes one request and writes its status byte last.
-func (w *worker) handle(c *virtio.Chain) error {
+// handle parses and executes one request, writes its status byte last, and
+// returns the used length for AddUsed.
+func (w *worker) handle(c *virtio.Chain) (uint32, error) {
 	var hdr [HeaderLen]byte
 	n, _ := io.ReadFull(c.Reader(), hdr[:])
 	r, err := parseRequest(hdr[:n], c.ReadableLen(), c.WritableLen(), w.dev.capacity)
 	if err != nil {
-		return &virtio.GuestError{Queue: w.q.Index, Head: c.Head, HeadValid: true,
+		return 0, &virtio.GuestError{Queue: w.q.Index, Head: c.Head, HeadValid: true,
 			Err: ErrBadRequest, Reason: err.Error()}
 	}
-	status := r.status
+	status, data := r.status, uint64(0)
 	if status == StatusOK {
-		status = w.execute(c, r)
+		status, data = w.x.execute(c, r)
 	}
 	// Cannot fail: parseRequest checked there is a writable byte.
-	return c.WriteAtEnd([]byte{status})
+	c.WriteAtEnd([]byte{status})
+	return usedLen(c, data), nil
 }
 
-// execute does the backend I/O of a valid request and returns its status.
-// Host I/O errors become IOERR for the guest; they do not stop the device.
-func (w *worker) execute(c *virtio.Chain, r request) uint8 {
-	switch r.typ {
-	case TypeIn:
-		return w.read(c, r)
-	case TypeOut:
-		if w.dev.cfg.ReadOnly {
-			return StatusIOErr
-		}
-		return w.write(c, r)
-	case TypeFlush:
-		if w.dev.cfg.ReadOnly {
-			return StatusOK // nothing can be dirty
-		}
-		if w.dev.backend.Sync() != nil {
-			return StatusIOErr
-		}
-		return StatusOK
-	case TypeGetID:
-		// Spec 5.2.6: 20 bytes, NUL-padded (not terminated when 20
-		// long); a shorter buffer gets what fits.
-		var id [IDLen]byte
-		copy(id[:], w.dev.cfg.Serial)
-		k := min(uint64(IDLen), c.WritableLen()-1)
-		c.Writer().Write(id[:k])
-		return StatusOK
-	}
-	return StatusUnsupp
-}
-
-// read copies [r.off, r.off+r.n) of the disk into the chain's data part.
-func (w *worker) read(c *virtio.Chain, r request) uint8 {
-	out := c.Writer()
-	for done := uint64(0); done < r.n; {
-		k := min(uint64(len(w.buf)), r.n-done)
-		got, err := w.dev.backend.ReadAt(w.buf[:k], int64(r.off+done))
-		if uint64(got) != k || (err != nil && err != io.EOF) {
-			return StatusIOErr
-		}
-		if _, err := out.Write(w.buf[:k]); err != nil {
-			return StatusIOErr
-		}
-		done += k
-	}
-	return StatusOK
-}
-
-// write copies the chain's data part to [r.off, r.off+r.n) of the disk.
-func (w *worker) write(c *virtio.Chain, r request) uint8 {
-	in := c.Reader() // positioned after the header
-	for done := uint64(0); done < r.n; {
-		k := min(uint64(len(w.buf)), r.n-done)
-		if _, err := io.ReadFull(in, w.buf[:k]); err != nil {
-			return StatusIOErr
-		}
-		if _, err := w.dev.backend.WriteAt(w.buf[:k], int64(r.off+done)); err != nil {
-			return StatusIOErr
-		}
-		done += k
-	}
-	return StatusOK
+// usedLen is the used length of a finished request (spec 2.7.8.2: bytes
+// written into the buffer): what went through the chain's Writer plus the
+// status byte (Written), plus data bytes read straight into guest memory,
+// never more than the writable part.
+func usedLen(c *virtio.Chain, data uint64) uint32 {
+	return uint32(min(uint64(c.Written())+data, c.WritableLen()))
 }

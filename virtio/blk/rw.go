@@ -1,0 +1,190 @@
+package virtioblk
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/govm/govm/guestmem"
+	"github.com/govm/govm/virtio"
+)
+
+// errShortChain means the chain's segments hold fewer data bytes than the
+// parsed request says. parseRequest derived the request length from the
+// same chain, so this is a device bug, not a guest one; the request fails
+// with IOERR rather than touching memory outside the chain.
+var errShortChain = errors.New("virtioblk: chain shorter than its request")
+
+// dataBufs appends to dst the host views of a request's data area, straight
+// into guest RAM (no bounce buffer): n bytes of the chain's writable part
+// (writable) or readable part, starting skip bytes into that part. The
+// addresses and lengths come only from the segments the queue core
+// validated in Pop; they are re-sliced through guestmem, which bounds-checks
+// them again, and the result never extends past n bytes, so an IN request
+// (n = writable length - 1) cannot reach its own status byte and nothing
+// past the chain is ever touched. Empty pieces are left out.
+func dataBufs(mem *guestmem.Memory, segs []virtio.Segment, writable bool, skip, n uint64, dst [][]byte) ([][]byte, error) {
+	for _, s := range segs {
+		if n == 0 {
+			break
+		}
+		if s.Write != writable {
+			continue
+		}
+		l := uint64(s.Len)
+		if skip >= l {
+			skip -= l
+			continue
+		}
+		k := min(l-skip, n)
+		b, err := mem.Slice(s.Addr+skip, k)
+		if err != nil {
+			return dst, fmt.Errorf("virtioblk: segment %#x+%#x: %w", s.Addr, s.Len, err)
+		}
+		dst = append(dst, b)
+		skip, n = 0, n-k
+	}
+	if n != 0 {
+		return dst, errShortChain
+	}
+	return dst, nil
+}
+
+// executor does the backend I/O of requests, one at a time. Each
+// goroutine that executes requests has its own, for its scratch list.
+type executor struct {
+	dev *Device
+	mem *guestmem.Memory
+	// bufs is reused for the data buffer lists of requests, so a
+	// request allocates no list of its own.
+	bufs [][]byte
+}
+
+// execute does the backend I/O of a valid request and returns its status
+// and the data bytes it put into guest memory directly. Host I/O errors
+// become IOERR for the guest; they do not stop the device.
+func (x *executor) execute(c *virtio.Chain, r request) (uint8, uint64) {
+	switch r.typ {
+	case TypeIn:
+		return x.read(c, r)
+	case TypeOut:
+		if x.dev.cfg.ReadOnly {
+			return StatusIOErr, 0
+		}
+		return x.write(c, r), 0
+	case TypeFlush:
+		if x.dev.cfg.ReadOnly {
+			return StatusOK, 0 // nothing can be dirty
+		}
+		if x.dev.backend.Sync() != nil {
+			return StatusIOErr, 0
+		}
+		return StatusOK, 0
+	case TypeGetID:
+		// Spec 5.2.6: 20 bytes, NUL-padded (not terminated when 20
+		// long); a shorter buffer gets what fits.
+		var id [IDLen]byte
+		copy(id[:], x.dev.cfg.Serial)
+		k := min(uint64(IDLen), c.WritableLen()-1)
+		c.Writer().Write(id[:k])
+		return StatusOK, 0
+	}
+	return StatusUnsupp, 0
+}
+
+// read fills the request's data area with [r.off, r.off+r.n) of the disk
+// and returns the status and the number of data bytes delivered into the
+// guest's buffers (for the used length).
+func (x *executor) read(c *virtio.Chain, r request) (uint8, uint64) {
+	bufs, err := dataBufs(x.mem, c.Segments(), true, 0, r.n, x.bufs[:0])
+	x.bufs = bufs[:0]
+	if err != nil {
+		return StatusIOErr, 0
+	}
+	got, err := readAtv(x.dev.backend, bufs, int64(r.off))
+	if err == io.EOF {
+		// The image ended inside the request (it shrank under us, or
+		// a backend smaller than it said): like a sparse hole, what is
+		// not there reads as zeroes (QEMU's raw driver does the same).
+		zeroFrom(bufs, got)
+		return StatusOK, r.n
+	}
+	if err != nil {
+		return StatusIOErr, uint64(got)
+	}
+	return StatusOK, r.n
+}
+
+// write stores the request's data area (after the header) at
+// [r.off, r.off+r.n) of the disk.
+func (x *executor) write(c *virtio.Chain, r request) uint8 {
+	bufs, err := dataBufs(x.mem, c.Segments(), false, HeaderLen, r.n, x.bufs[:0])
+	x.bufs = bufs[:0]
+	if err != nil {
+		return StatusIOErr
+	}
+	if _, err := writeAtv(x.dev.backend, bufs, int64(r.off)); err != nil {
+		return StatusIOErr
+	}
+	return StatusOK
+}
+
+// readAtv reads into bufs in order from off. A VectoredBackend gets one
+// call (preadv for File); any other backend gets one ReadAt per buffer,
+// still straight into guest memory. It returns the bytes read and io.EOF
+// when the backend ended first, with bufs filled up to that point.
+func readAtv(b Backend, bufs [][]byte, off int64) (int, error) {
+	if vb, ok := b.(VectoredBackend); ok {
+		return vb.ReadAtv(bufs, off)
+	}
+	total := 0
+	for _, p := range bufs {
+		n, err := b.ReadAt(p, off)
+		total += n
+		off += int64(n)
+		if n < len(p) {
+			// io.ReaderAt: a short count comes with an error; a
+			// backend that breaks that rule is taken at its word
+			// that nothing more is there.
+			if err == nil || err == io.EOF {
+				return total, io.EOF
+			}
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// writeAtv writes bufs in order at off: one call for a VectoredBackend
+// (pwritev for File), one WriteAt per buffer otherwise.
+func writeAtv(b Backend, bufs [][]byte, off int64) (int, error) {
+	if vb, ok := b.(VectoredBackend); ok {
+		return vb.WriteAtv(bufs, off)
+	}
+	total := 0
+	for _, p := range bufs {
+		n, err := b.WriteAt(p, off)
+		total += n
+		off += int64(n)
+		if err != nil {
+			return total, err
+		}
+		if n < len(p) {
+			return total, io.ErrShortWrite
+		}
+	}
+	return total, nil
+}
+
+// zeroFrom clears bufs from byte offset skip (counted across all of them)
+// to their end.
+func zeroFrom(bufs [][]byte, skip int) {
+	for _, b := range bufs {
+		if skip >= len(b) {
+			skip -= len(b)
+			continue
+		}
+		clear(b[skip:])
+		skip = 0
+	}
+}
