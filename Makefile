@@ -6,7 +6,7 @@ GUEST   := guest/build/bzImage
 GOVM    := bin/govm
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build govm guest test test-short vet fuzz bench run guest-image clean
+.PHONY: all build govm guest deps test test-short vet fuzz bench run guest-image clean
 
 all: build
 
@@ -18,10 +18,15 @@ govm:
 guest:
 	$(MAKE) -C guest
 
+# Debian packages the tests and the default guest need (installs the missing
+# ones when run as root; a no-op when all are there).
+deps:
+	@sh scripts/deps.sh
+
 # All tests: L0 unit tests under -race, L1 boots of the test kernel on
 # /dev/kvm, L2 Debian kernel to its "Memory:" line, L3 (skipped with a reason
 # on emulation-only hosts). Tests find the binaries through these variables.
-test: build vet
+test: deps build vet
 	GOVM_BIN=$(CURDIR)/$(GOVM) GOVM_TEST_KERNEL=$(CURDIR)/$(GUEST) \
 		$(GO) test -race -timeout 60m -count=1 ./...
 
@@ -51,7 +56,7 @@ guest-image:
 # Boot the default guest (Debian kernel + busybox initramfs). On a host whose
 # KVM only emulates guest kernel code (no VT-x/AMD-V), a stock kernel cannot
 # boot: say so and boot the test kernel's console instead.
-run: build
+run: deps build
 	@if $(GOVM) host --emulation-only >/dev/null 2>&1; then \
 		echo "make run: $$($(GOVM) host --emulation-only)"; \
 		echo "make run: a stock Linux kernel cannot boot here; booting the test kernel's console instead (Ctrl-A x quits)"; \
