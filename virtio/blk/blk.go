@@ -88,15 +88,7 @@ type Config struct {
 	ReadOnly bool
 	// Serial is the GET_ID answer (at most 20 bytes).
 	Serial string
-	// Workers is the number of goroutines that execute the requests of
-	// a batch in parallel with the queue goroutine (which always does
-	// one itself): 0 means DefaultWorkers, a negative number none, so
-	// every request is served in turn by the queue goroutine.
-	Workers int
 }
-
-// DefaultWorkers is the pool size when Config.Workers is 0.
-const DefaultWorkers = 2
 
 // Device is a virtio-blk device with one request queue served by one I/O
 // goroutine.
@@ -202,22 +194,8 @@ func (d *Device) Activate(a virtio.Activation) error {
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
 	w := &worker{dev: d, mem: a.Mem, q: a.Queues[0], kick: a.Kicks[0], intr: a.Intr,
 		stop: d.stop, x: executor{dev: d, mem: a.Mem}}
-	w.flight.writes = map[uint64]int{}
-	if n := d.workers(); n > 0 {
-		w.pool = newPool(n, d, a.Mem)
-	}
 	go w.run(d.done)
 	return nil
-}
-
-func (d *Device) workers() int {
-	switch {
-	case d.cfg.Workers == 0:
-		return DefaultWorkers
-	case d.cfg.Workers < 0:
-		return 0
-	}
-	return min(d.cfg.Workers, QueueSize)
 }
 
 // Reset stops the I/O goroutine and waits for it: when Reset returns the
