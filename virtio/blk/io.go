@@ -148,7 +148,8 @@ var errShortChain = errors.New("virtioblk: chain shorter than its request")
 // validated in Pop; they are re-sliced through guestmem, which bounds-checks
 // them again, and the result never extends past n bytes, so an IN request
 // (n = writable length - 1) cannot reach its own status byte and nothing
-// past the chain is ever touched. Empty pieces are left out.
+// past the chain is ever touched. Empty pieces are left out; n == 0 yields
+// no buffers and no error.
 func dataBufs(mem *guestmem.Memory, segs []virtio.Segment, writable bool, skip, n uint64, dst [][]byte) ([][]byte, error) {
 	for _, s := range segs {
 		if n == 0 {
