@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -66,6 +67,13 @@ func newRunCmd() *cobra.Command {
 }
 
 func runVM(cmd *cobra.Command, f *runFlags) error {
+	// Hidden, for performance work: GOVM_CPUPROFILE=path writes a pprof
+	// CPU profile of the whole run (go tool pprof bin/govm path).
+	if path := os.Getenv("GOVM_CPUPROFILE"); path != "" {
+		if pf, err := os.Create(path); err == nil && pprof.StartCPUProfile(pf) == nil {
+			defer func() { pprof.StopCPUProfile(); pf.Close() }()
+		}
+	}
 	if f.kernel == "" {
 		return fmt.Errorf("--kernel is required: give the path of a bzImage or vmlinux, e.g. --kernel /boot/vmlinuz-$(uname -r)")
 	}
