@@ -28,13 +28,14 @@ type rx struct {
 	mrg      bool
 	hdr      int
 	buf      []byte          // read buffer: header + largest frame
+	iov      [1][]byte       // {buf}, kept so a read does not allocate
 	frame    []byte          // a frame read but not yet delivered
 	held     []*virtio.Chain // chains popped and not yet used
 	heldRoom uint64          // their total writable length
 }
 
 func newRX(d *Device, a virtio.Activation, hdr int) *rx {
-	return &rx{
+	r := &rx{
 		vq:  newVQ(d, a, RXQueue, &d.stats.rx),
 		be:  d.be,
 		mrg: a.Features&virtio.Bit(FeatureMrgRxBuf) != 0,
@@ -44,6 +45,8 @@ func newRX(d *Device, a virtio.Activation, hdr int) *rx {
 		// truncates silently).
 		buf: make([]byte, hdrLenMrg+maxGSOFrame+1),
 	}
+	r.iov[0] = r.buf
+	return r
 }
 
 func (r *rx) run() {
@@ -106,7 +109,7 @@ func (r *rx) waitBuffers() (bool, error) {
 // read reads one frame, or waits for the backend when none is pending.
 // It returns false (no error) when the device is stopping.
 func (r *rx) read() (bool, error) {
-	n, err := r.be.TryReadv([][]byte{r.buf})
+	n, err := r.be.TryReadv(r.iov[:])
 	switch {
 	case err == nil:
 	case errors.Is(err, tap.ErrWouldBlock):
