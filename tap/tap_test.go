@@ -329,3 +329,76 @@ func TestFramesBothWays(t *testing.T) {
 		break
 	}
 }
+
+// TestReadDeadlines checks the deadline semantics the device relies on, now
+// that waits are ppoll calls rather than the runtime poller's: a passed
+// deadline ends a read at once, a future one ends it when it passes, and a
+// cleared one lets a read block until Close.
+func TestReadDeadlines(t *testing.T) {
+	enterNetns(t)
+	tp, err := Open(Config{VMName: "dl", VnetHdr: true})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer tp.Close()
+	buf := [][]byte{make([]byte, 2000)}
+	tests := []struct {
+		name     string
+		deadline time.Time
+		min, max time.Duration
+	}{
+		{"passed", time.Unix(1, 0), 0, 200 * time.Millisecond},
+		{"future", time.Now().Add(100 * time.Millisecond), 90 * time.Millisecond, time.Second},
+		{"passed again after a future one", time.Now().Add(-time.Second), 0, 200 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if err := tp.SetReadDeadline(tt.deadline); err != nil {
+			t.Fatalf("%s: SetReadDeadline: %v", tt.name, err)
+		}
+		start := time.Now()
+		_, err := tp.Readv(buf)
+		took := time.Since(start)
+		if !errors.Is(err, os.ErrDeadlineExceeded) || took < tt.min || took > tt.max {
+			t.Errorf("%s: Readv = %v after %v, want ErrDeadlineExceeded within [%v, %v]", tt.name, err, took, tt.min, tt.max)
+		}
+		if err := tp.WaitReadable(); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: WaitReadable after the deadline = %v", tt.name, err)
+		}
+	}
+	// Cleared: a read blocks (nothing is pending) until Close ends it.
+	if err := tp.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := tp.Readv(buf); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("Readv with no deadline returned %v on an idle tap", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := tp.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("Readv after Close: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Close did not end a blocked Readv")
+	}
+	for _, op := range []struct {
+		name string
+		err  error
+	}{
+		{"TryReadv", func() error { _, err := tp.TryReadv(buf); return err }()},
+		{"Writev", func() error { _, err := tp.Writev(buf); return err }()},
+		{"SetReadDeadline", tp.SetReadDeadline(time.Time{})},
+		{"SetOffload", tp.SetOffload(0)},
+		{"second Close", tp.Close()},
+	} {
+		if !errors.Is(op.err, os.ErrClosed) {
+			t.Errorf("%s after Close: %v, want os.ErrClosed", op.name, op.err)
+		}
+	}
+}
