@@ -3,19 +3,15 @@ package bench
 import (
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/govm/govm/internal/guestrun"
+	"github.com/govm/govm/internal/netnstest"
 )
 
 // Network benchmarks: the test kernel's net-bench (guest TX and RX packets/s at
@@ -35,8 +31,6 @@ const (
 	netPings   = 10000
 )
 
-var netSeq atomic.Int32
-
 // netPhases are the RESULT lines net-bench prints, one per measurement.
 var netPhases = []string{"net-bench-tx-64", "net-bench-tx-1500", "net-bench-rx-64", "net-bench-rx-1500"}
 
@@ -49,34 +43,15 @@ type netSample struct {
 
 // benchNetns creates a namespace (lo up), deleted when the benchmark ends.
 func benchNetns(b *testing.B) string {
-	ns := fmt.Sprintf("govm-bench-%d-%d", os.Getpid(), netSeq.Add(1))
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		b.Skipf("cannot create a network namespace (need root and iproute2): %v: %s", err, out)
+	ns, err := netnstest.New(b, "govm-bench")
+	if err != nil {
+		b.Skipf("cannot create a network namespace (need root and iproute2): %v", err)
 	}
-	b.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	exec.Command("ip", "-n", ns, "link", "set", "lo", "up").Run()
 	return ns
 }
 
 // inNS runs fn on a thread inside ns: the sockets it opens live there.
-func inNS(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: Go retires the thread
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
+func inNS(ns string, fn func() error) error { return netnstest.Do(ns, fn) }
 
 // hostPeer is the host side: a sink counting datagrams by size, and a source
 // that answers the guest's "rx SIZE MS PORT" with MS milliseconds of SIZE-byte

@@ -7,19 +7,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/govm/govm/internal/guestrun"
+	"github.com/govm/govm/internal/netnstest"
 )
 
 const (
@@ -27,8 +23,6 @@ const (
 	hostIP  = "10.0.2.1"
 	tapName = "tap0"
 )
-
-var nsSeq atomic.Int32
 
 // needNetns skips, with the reason, when namespaces cannot be made here
 // (not root, no ip(8)); everything else about the host is required.
@@ -47,16 +41,10 @@ func needNetns(t *testing.T) {
 // it any tap left inside) when the test ends.
 func newNetns(t *testing.T) string {
 	t.Helper()
-	ns := fmt.Sprintf("govm-e2e-%d-%d", os.Getpid(), nsSeq.Add(1))
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	ns, err := netnstest.New(t, "govm-e2e")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
-		}
-	})
-	nsCmd(t, ns, "ip", "link", "set", "lo", "up")
 	return ns
 }
 
@@ -154,30 +142,12 @@ func waitReachable(t *testing.T, ns string, v *vmRun, within time.Duration) {
 	t.Fatalf("guest %s did not answer ping within %v", guestIP, within)
 }
 
-// inNetns runs fn on an OS thread switched into ns; sockets fn creates
-// belong to ns for their whole life, whichever thread uses them later.
+// inNetns runs fn inside ns (netnstest.Do): sockets fn creates belong to
+// ns for their whole life.
 func inNetns(t *testing.T, ns string, fn func()) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is not unlocked: it leaves the namespace changed, so
-		// Go discards it when this goroutine ends.
-		runtime.LockOSThread()
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		fn()
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("entering netns %s: %v", ns, err)
+	if err := netnstest.Do(ns, func() error { fn(); return nil }); err != nil {
+		t.Fatal(err)
 	}
 }
 
