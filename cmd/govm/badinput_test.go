@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -109,5 +110,56 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("a guest ran (stdout %q)", o.stdout)
 			}
 		})
+	}
+}
+
+// TestBadInputKVMPermission: a user who may not open /dev/kvm gets one line
+// naming the device and the fix. Runs govm as nobody (needs root to switch).
+func TestBadInputKVMPermission(t *testing.T) {
+	if setupErr != nil {
+		t.Fatalf("setting up: %v", setupErr)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("switching to an unprivileged user needs root")
+	}
+	st, err := os.Stat("/dev/kvm")
+	if err != nil {
+		t.Skipf("no /dev/kvm: %v", err)
+	}
+	if st.Mode().Perm()&0o006 == 0o006 {
+		t.Skip("/dev/kvm is world read-writable here: nobody can open it")
+	}
+	// A directory nobody can reach, holding copies of govm and the kernel.
+	dir, err := os.MkdirTemp("", "govm-perm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to string }{{govmBin, "govm"}, {testKernel, "bzImage"}} {
+		b, err := os.ReadFile(c.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.to), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(dir, "govm"), "run", "--kernel", filepath.Join(dir, "bzImage"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if cmd.ProcessState.ExitCode() == 0 || len(lines) != 1 ||
+		!strings.Contains(lines[0], "/dev/kvm") || !strings.Contains(lines[0], "permission denied") ||
+		!strings.Contains(lines[0], "kvm group") {
+		t.Fatalf("exit %d, stderr %q: want one line naming /dev/kvm, the denial and the fix",
+			cmd.ProcessState.ExitCode(), stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Fatalf("a guest ran: %q", stdout.String())
 	}
 }
