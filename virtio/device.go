@@ -1,7 +1,7 @@
 // Package virtio holds the virtqueue core (split rings, virtio 1.x spec
-// section 2.7, legacy layout section 2.7.2 / 4.1.4.10) and the legacy
-// virtio-PCI transport. Devices (virtio/net, virtio/blk) implement Device and
-// never know which transport carries them.
+// section 2.7, legacy layout section 2.7.2 / 4.1.4.10) and the device
+// contracts. Devices (virtio/net, virtio/blk) implement Device and never know
+// which transport carries them; the legacy PCI transport is virtio/pci.
 package virtio
 
 import "github.com/govm/govm/guestmem"

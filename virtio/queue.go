@@ -102,6 +102,9 @@ func (q *Queue) SetFeatures(f uint64) {
 	q.notifyOnEmpty = f&Bit(FeatureNotifyOnEmpty) != 0
 }
 
+// EventIdx reports whether VIRTIO_RING_F_EVENT_IDX was negotiated (spec 2.7.7).
+func (q *Queue) EventIdx() bool { return q.eventIdx }
+
 // Reset returns the queue to its initial, unconfigured state (spec 2.4:
 // a device reset forgets the rings and every index).
 func (q *Queue) Reset() {

@@ -9,6 +9,7 @@ import (
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 	virtionet "github.com/govm/govm/virtio/net"
+	virtiopci "github.com/govm/govm/virtio/pci"
 )
 
 // DiskConfig is one --disk.
@@ -21,7 +22,7 @@ type DiskConfig struct {
 // pciSlot is a populated PCI slot, remembered for the MP table.
 type pciSlot struct {
 	slot, irq uint8
-	dev       *virtio.PCIDevice
+	dev       *virtiopci.Transport
 	what      string
 }
 
@@ -81,7 +82,7 @@ func (m *Machine) addVirtio(dev virtio.Device, what string) error {
 	}
 	name := what
 	logf := func(format string, args ...any) { m.logf(name+": "+format, args...) }
-	pd, err := virtio.NewPCIDevice(dev, m.ram.mem, irq.KVMLine{Chip: m.vm, GSI: uint32(irqNum)}, irqNum, logf)
+	pd, err := virtiopci.New(dev, m.ram.mem, irq.KVMLine{Chip: m.vm, GSI: uint32(irqNum)}, irqNum, logf)
 	if err != nil {
 		return fmt.Errorf("vmm: %s: %w", what, err)
 	}

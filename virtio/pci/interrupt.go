@@ -1,4 +1,4 @@
-package virtio
+package virtiopci
 
 import "fmt"
 
@@ -13,19 +13,19 @@ import "fmt"
 
 // SignalUsed implements Interrupt: ISR bit 0 for any queue (legacy has a
 // single ISR for all queues).
-func (d *PCIDevice) SignalUsed(q int) error {
+func (d *Transport) SignalUsed(q int) error {
 	return d.raise(ISRQueue)
 }
 
 // SignalConfig implements Interrupt: ISR bit 1.
-func (d *PCIDevice) SignalConfig() error {
+func (d *Transport) SignalConfig() error {
 	d.counters.configIRQs.Add(1)
 	return d.raise(ISRConfig)
 }
 
 // DeviceError implements Interrupt: the device stopped because the driver
 // misbehaved.
-func (d *PCIDevice) DeviceError(err error) {
+func (d *Transport) DeviceError(err error) {
 	d.guestError(err)
 }
 
@@ -33,7 +33,7 @@ func (d *PCIDevice) DeviceError(err error) {
 // from: DEVICE_NEEDS_RESET (spec 2.1.2), a configuration change interrupt
 // so the driver looks at the status, and one log line. Repeats before the
 // driver resets are not logged again. Never called with intMu held.
-func (d *PCIDevice) guestError(err error) {
+func (d *Transport) guestError(err error) {
 	d.counters.guestErrs.Add(1)
 	d.intMu.Lock()
 	first := d.status&StatusNeedsReset == 0
@@ -49,7 +49,7 @@ func (d *PCIDevice) guestError(err error) {
 
 // raise sets ISR bits and drives the line high if the ISR was clear; while
 // it is already non-zero the line is already high and stays so.
-func (d *PCIDevice) raise(bits uint8) error {
+func (d *Transport) raise(bits uint8) error {
 	d.intMu.Lock()
 	defer d.intMu.Unlock()
 	if d.isr != 0 {
@@ -62,7 +62,7 @@ func (d *PCIDevice) raise(bits uint8) error {
 
 // readISR is a driver read of the ISR register: it returns the bits and
 // clears them, deasserting the line (spec 4.1.4.5.1).
-func (d *PCIDevice) readISR() uint8 {
+func (d *Transport) readISR() uint8 {
 	d.intMu.Lock()
 	defer d.intMu.Unlock()
 	v := d.isr
@@ -79,7 +79,7 @@ func (d *PCIDevice) readISR() uint8 {
 // setISRLocked sets the ISR to v and moves the line when its level must
 // change. If the line cannot be moved the ISR keeps its old value, so the
 // invariant line == (isr != 0) holds and a later signal retries.
-func (d *PCIDevice) setISRLocked(v uint8) error {
+func (d *Transport) setISRLocked(v uint8) error {
 	if (d.isr != 0) != (v != 0) {
 		if err := d.line.Set(v != 0); err != nil {
 			return fmt.Errorf("virtio: %s: interrupt line to %v: %w", d.name, v != 0, err)

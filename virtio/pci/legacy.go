@@ -1,4 +1,4 @@
-package virtio
+package virtiopci
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/govm/govm/virtio"
 
 	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/irq"
@@ -50,16 +52,16 @@ const PCIVendor = 0x1AF4
 // type (spec 4.1.2.3 "Legacy Interfaces"). Linux's legacy probe binds
 // IDs 0x1000-0x103f with revision 0 and reads the type from the subsystem
 // device ID.
-var legacyIdentity = map[DeviceType]struct {
+var legacyIdentity = map[virtio.DeviceType]struct {
 	id    uint16
 	class uint32
 	name  string
 }{
-	DeviceNet: {0x1000, 0x020000, "virtio-net"}, // network, Ethernet
-	DeviceBlk: {0x1001, 0x010000, "virtio-blk"}, // mass storage, SCSI
+	virtio.DeviceNet: {0x1000, 0x020000, "virtio-net"}, // network, Ethernet
+	virtio.DeviceBlk: {0x1001, 0x010000, "virtio-blk"}, // mass storage, SCSI
 }
 
-// ErrUnsupportedDevice is returned by NewPCIDevice for a device the legacy
+// ErrUnsupportedDevice is returned by New for a device the legacy
 // transport cannot present.
 var ErrUnsupportedDevice = errors.New("virtio: device not supported by the legacy PCI transport")
 
@@ -82,13 +84,13 @@ const (
 	logLineError
 )
 
-// PCIDevice is a virtio device behind the legacy virtio-PCI transport: a
+// Transport is a virtio device behind the legacy virtio-PCI transport: a
 // pci.Device (through the embedded *pci.Function) whose BAR0 holds the
 // legacy register block, and the virtio.Interrupt its device signals.
-type PCIDevice struct {
+type Transport struct {
 	*pci.Function
 
-	dev    Device
+	dev    virtio.Device
 	mem    *guestmem.Memory
 	line   irq.Line
 	logf   func(format string, args ...any)
@@ -96,13 +98,13 @@ type PCIDevice struct {
 	kicks  []chan struct{} // one per queue, capacity 1, never replaced
 	logged atomic.Uint32   // log kinds already emitted
 
-	counters pciCounters // pci_stats.go
+	counters pciCounters // stats.go
 
 	// mu guards the register state below. It is held across dev.Reset and
 	// dev.Activate, so device goroutines must never take it: they use
 	// intMu only (through Interrupt).
 	mu            sync.Mutex
-	queues        []*Queue
+	queues        []*virtio.Queue
 	pfns          []uint32
 	guestFeatures uint32
 	sel           uint16
@@ -114,17 +116,17 @@ type PCIDevice struct {
 	status uint8
 	isr    uint8
 
-	// evMu guards the ioeventfd state (pci_ioeventfd.go).
+	// evMu guards the ioeventfd state (ioeventfd.go).
 	evMu      sync.Mutex
 	ev        *notifyEventFD
 	barBase   uint16
 	barMapped bool
 }
 
-// NewPCIDevice wraps dev in the legacy transport. line is the INTx line
+// New wraps dev in the legacy transport. line is the INTx line
 // govm routed to IRQ irqNum (written to the interrupt line register for the
 // guest's information). logf (may be nil) receives one line per guest error.
-func NewPCIDevice(dev Device, mem *guestmem.Memory, line irq.Line, irqNum uint8, logf func(format string, args ...any)) (*PCIDevice, error) {
+func New(dev virtio.Device, mem *guestmem.Memory, line irq.Line, irqNum uint8, logf func(format string, args ...any)) (*Transport, error) {
 	idn, ok := legacyIdentity[dev.Type()]
 	if !ok {
 		return nil, fmt.Errorf("%w: type %d", ErrUnsupportedDevice, dev.Type())
@@ -132,12 +134,12 @@ func NewPCIDevice(dev Device, mem *guestmem.Memory, line irq.Line, irqNum uint8,
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	d := &PCIDevice{dev: dev, mem: mem, line: line, logf: logf, name: idn.name}
+	d := &Transport{dev: dev, mem: mem, line: line, logf: logf, name: idn.name}
 	for i, n := range dev.QueueMaxSizes() {
-		if n == 0 || n&(n-1) != 0 || n > MaxQueueSize {
+		if n == 0 || n&(n-1) != 0 || n > virtio.MaxQueueSize {
 			return nil, fmt.Errorf("%w: %s queue %d max size %d", ErrUnsupportedDevice, idn.name, i, n)
 		}
-		q := NewQueue(n)
+		q := virtio.NewQueue(n)
 		q.Index = i
 		d.queues = append(d.queues, q)
 		d.kicks = append(d.kicks, make(chan struct{}, 1))
@@ -164,16 +166,16 @@ func NewPCIDevice(dev Device, mem *guestmem.Memory, line irq.Line, irqNum uint8,
 	return d, nil
 }
 
-// barIO is BAR0's port handler; a separate type so PCIDevice itself does not
+// barIO is BAR0's port handler; a separate type so Transport itself does not
 // grow Read/Write methods that look like something else.
-type barIO struct{ d *PCIDevice }
+type barIO struct{ d *Transport }
 
 func (b barIO) Read(off uint16, data []byte)  { b.d.readReg(off, data) }
 func (b barIO) Write(off uint16, data []byte) { b.d.writeReg(off, data) }
 
 // KickQueue notifies queue q as a QUEUE_NOTIFY write would, without
 // blocking: a kick already pending absorbs this one.
-func (d *PCIDevice) KickQueue(q int) {
+func (d *Transport) KickQueue(q int) {
 	if q < 0 || q >= len(d.kicks) {
 		return
 	}
@@ -184,13 +186,13 @@ func (d *PCIDevice) KickQueue(q int) {
 }
 
 // Status returns the device status byte (for diagnostics and tests).
-func (d *PCIDevice) Status() uint8 {
+func (d *Transport) Status() uint8 {
 	d.intMu.Lock()
 	defer d.intMu.Unlock()
 	return d.status
 }
 
-func (d *PCIDevice) readReg(off uint16, data []byte) {
+func (d *Transport) readReg(off uint16, data []byte) {
 	clear(data)
 	end := int(off) + len(data)
 	if off >= LegacyConfig {
@@ -220,7 +222,7 @@ func (d *PCIDevice) readReg(off uint16, data []byte) {
 	}
 }
 
-func (d *PCIDevice) writeReg(off uint16, data []byte) {
+func (d *Transport) writeReg(off uint16, data []byte) {
 	if off >= LegacyConfig {
 		d.dev.WriteConfig(uint64(off-LegacyConfig), data)
 		return
@@ -255,7 +257,7 @@ func (d *PCIDevice) writeReg(off uint16, data []byte) {
 	}
 }
 
-func (d *PCIDevice) writeFeatures(v uint32) {
+func (d *Transport) writeFeatures(v uint32) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Spec 2.2.1 / 3.1.1: features are fixed once the driver said
@@ -270,7 +272,7 @@ func (d *PCIDevice) writeFeatures(v uint32) {
 }
 
 // writePFN sets or clears the rings of the selected queue (spec 4.1.4.10).
-func (d *PCIDevice) writePFN(pfn uint32) {
+func (d *Transport) writePFN(pfn uint32) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if int(d.sel) >= len(d.queues) {
@@ -289,7 +291,7 @@ func (d *PCIDevice) writePFN(pfn uint32) {
 		return // the driver releases the queue
 	}
 	q.Size = q.MaxSize()
-	q.DescAddr, q.AvailAddr, q.UsedAddr = LegacyRingAddrs(pfn, q.Size)
+	q.DescAddr, q.AvailAddr, q.UsedAddr = virtio.LegacyRingAddrs(pfn, q.Size)
 	q.Ready = true
 	if err := q.Validate(d.mem); err != nil {
 		q.Reset()
@@ -299,7 +301,7 @@ func (d *PCIDevice) writePFN(pfn uint32) {
 	d.pfns[d.sel] = pfn
 }
 
-func (d *PCIDevice) writeStatus(v uint8) {
+func (d *Transport) writeStatus(v uint8) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if v == 0 {
@@ -323,7 +325,7 @@ func (d *PCIDevice) writeStatus(v uint8) {
 
 // activate hands the configured queues to the device (spec 3.1.1 step 8).
 // Called with d.mu held.
-func (d *PCIDevice) activate() {
+func (d *Transport) activate() {
 	feat := uint64(d.guestFeatures)
 	// Queues[i] must be queue i for the device, so the slice stops at the
 	// first queue the driver left unconfigured; a device that needs more
@@ -337,7 +339,7 @@ func (d *PCIDevice) activate() {
 	for i := range kicks {
 		kicks[i] = d.kicks[i]
 	}
-	err := d.dev.Activate(Activation{Mem: d.mem, Features: feat, Queues: d.queues[:n], Kicks: kicks, Intr: d})
+	err := d.dev.Activate(virtio.Activation{Mem: d.mem, Features: feat, Queues: d.queues[:n], Kicks: kicks, Intr: d})
 	if err != nil {
 		d.guestError(fmt.Errorf("activate with %d queues, features %#x: %w", n, feat, err))
 		return
@@ -348,7 +350,7 @@ func (d *PCIDevice) activate() {
 // reset is a driver write of 0 to the status register (spec 2.4, 4.1.4.8):
 // stop the device, forget every queue, clear the ISR and lower the line.
 // Called with d.mu held.
-func (d *PCIDevice) reset() {
+func (d *Transport) reset() {
 	d.dev.Reset() // waits for the device goroutines: no Signal* after this
 	for i, q := range d.queues {
 		q.Reset()
@@ -366,7 +368,7 @@ func (d *PCIDevice) reset() {
 }
 
 // logOnce logs a guest error of kind at most once per device.
-func (d *PCIDevice) logOnce(kind uint32, format string, args ...any) {
+func (d *Transport) logOnce(kind uint32, format string, args ...any) {
 	if d.logged.Or(kind)&kind == 0 {
 		d.logf(d.name+": guest error: "+format, args...)
 	}

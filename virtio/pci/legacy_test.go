@@ -1,9 +1,11 @@
-package virtio
+package virtiopci
 
 import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"github.com/govm/govm/virtio"
 
 	"github.com/govm/govm/pci"
 )
@@ -23,25 +25,25 @@ func barSize(d pci.Device) uint32 {
 func TestPCIIdentity(t *testing.T) {
 	tests := []struct {
 		name                 string
-		typ                  DeviceType
+		typ                  virtio.DeviceType
 		cfgSize              int // 0: no ConfigSizer
 		wantID               uint32
 		wantClass, wantBAR   uint32
 		wantSubsys, wantLine uint32
 	}{
-		{"net", DeviceNet, 0, 0x1000<<16 | PCIVendor, 0x020000, 0x100, 1<<16 | PCIVendor, 10},
-		{"blk", DeviceBlk, 0, 0x1001<<16 | PCIVendor, 0x010000, 0x100, 2<<16 | PCIVendor, 10},
-		{"net sized", DeviceNet, 10, 0x1000<<16 | PCIVendor, 0x020000, 0x20, 1<<16 | PCIVendor, 10},
-		{"blk sized", DeviceBlk, 60, 0x1001<<16 | PCIVendor, 0x010000, 0x80, 2<<16 | PCIVendor, 10},
+		{"net", virtio.DeviceNet, 0, 0x1000<<16 | PCIVendor, 0x020000, 0x100, 1<<16 | PCIVendor, 10},
+		{"blk", virtio.DeviceBlk, 0, 0x1001<<16 | PCIVendor, 0x010000, 0x100, 2<<16 | PCIVendor, 10},
+		{"net sized", virtio.DeviceNet, 10, 0x1000<<16 | PCIVendor, 0x020000, 0x20, 1<<16 | PCIVendor, 10},
+		{"blk sized", virtio.DeviceBlk, 60, 0x1001<<16 | PCIVendor, 0x010000, 0x80, 2<<16 | PCIVendor, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fd := &fakeDevice{typ: tt.typ, sizes: []uint16{128}}
-			var dev Device = fd
+			var dev virtio.Device = fd
 			if tt.cfgSize != 0 {
 				dev = sizedDevice{fd, tt.cfgSize}
 			}
-			d, err := NewPCIDevice(dev, nil, &fakeLine{}, 10, nil)
+			d, err := New(dev, nil, &fakeLine{}, 10, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,19 +69,19 @@ func TestPCIIdentity(t *testing.T) {
 	}
 }
 
-func TestNewPCIDeviceErrors(t *testing.T) {
+func TestNewErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		dev  Device
+		dev  virtio.Device
 	}{
 		{"unknown type", &fakeDevice{typ: 9, sizes: []uint16{16}}},
-		{"queue size not power of two", &fakeDevice{typ: DeviceBlk, sizes: []uint16{24}}},
-		{"queue size zero", &fakeDevice{typ: DeviceBlk, sizes: []uint16{0}}},
-		{"config too big", sizedDevice{&fakeDevice{typ: DeviceBlk, sizes: []uint16{16}}, 0x100}},
+		{"queue size not power of two", &fakeDevice{typ: virtio.DeviceBlk, sizes: []uint16{24}}},
+		{"queue size zero", &fakeDevice{typ: virtio.DeviceBlk, sizes: []uint16{0}}},
+		{"config too big", sizedDevice{&fakeDevice{typ: virtio.DeviceBlk, sizes: []uint16{16}}, 0x100}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewPCIDevice(tt.dev, nil, &fakeLine{}, 10, nil); !errors.Is(err, ErrUnsupportedDevice) {
+			if _, err := New(tt.dev, nil, &fakeLine{}, 10, nil); !errors.Is(err, ErrUnsupportedDevice) {
 				t.Fatalf("err = %v, want ErrUnsupportedDevice", err)
 			}
 		})
@@ -127,7 +129,7 @@ func TestFeatureNegotiation(t *testing.T) {
 		write  uint32
 		want   uint32
 	}{
-		{"offered subset", StatusAcknowledge | StatusDriver, 1<<5 | 1<<FeatureRingEventIdx, 1<<5 | 1<<FeatureRingEventIdx},
+		{"offered subset", StatusAcknowledge | StatusDriver, 1<<5 | 1<<virtio.FeatureRingEventIdx, 1<<5 | 1<<virtio.FeatureRingEventIdx},
 		{"unoffered bits dropped", StatusAcknowledge | StatusDriver, 0xFFFFFFFF, testFeatures & 0xFFFFFFFF},
 		{"after FEATURES_OK ignored", StatusAcknowledge | StatusDriver | StatusFeaturesOK, 1 << 5, 0},
 		{"after DRIVER_OK ignored", StatusAcknowledge | StatusDriver | StatusDriverOK, 1 << 5, 0},
@@ -158,7 +160,7 @@ func TestQueueSetup(t *testing.T) {
 		t.Fatalf("PFN read back %#x", got)
 	}
 	q := r.d.queues[1]
-	desc, avail, used := LegacyRingAddrs(3, 16)
+	desc, avail, used := virtio.LegacyRingAddrs(3, 16)
 	if !q.Ready || q.Size != 16 || q.DescAddr != desc || q.AvailAddr != avail || q.UsedAddr != used {
 		t.Fatalf("queue 1 = %+v, want ready size 16 rings %#x %#x %#x", q, desc, avail, used)
 	}
@@ -250,7 +252,7 @@ func TestActivation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			r.wr(LegacyStatus, 1, StatusAcknowledge|StatusDriver)
-			r.wr(LegacyGuestFeatures, 4, 1<<FeatureRingEventIdx)
+			r.wr(LegacyGuestFeatures, 4, 1<<virtio.FeatureRingEventIdx)
 			for q, pfn := range tt.pfns {
 				r.setupQueue(uint16(q), pfn)
 			}
@@ -264,11 +266,11 @@ func TestActivation(t *testing.T) {
 				t.Fatalf("%d queues %d kicks, want %d", len(a.Queues), len(a.Kicks), tt.wantQueues)
 			}
 			for i, q := range a.Queues {
-				if q != r.d.queues[i] || !q.Ready || !q.eventIdx {
+				if q != r.d.queues[i] || !q.Ready || !q.EventIdx() {
 					t.Fatalf("queue %d: %+v (want ready, event idx)", i, q)
 				}
 			}
-			if a.Features != 1<<FeatureRingEventIdx || a.Mem != r.mem || a.Intr != Interrupt(r.d) {
+			if a.Features != 1<<virtio.FeatureRingEventIdx || a.Mem != r.mem || a.Intr != virtio.Interrupt(r.d) {
 				t.Fatalf("activation features %#x mem %p intr %v", a.Features, a.Mem, a.Intr)
 			}
 			if got := r.rd(LegacyStatus, 1); got != StatusAcknowledge|StatusDriver|StatusDriverOK {
@@ -375,7 +377,7 @@ func TestDeviceError(t *testing.T) {
 	r := newRig(t)
 	r.setupQueue(0, 1)
 	r.wr(LegacyStatus, 1, StatusAcknowledge|StatusDriver|StatusDriverOK)
-	gerr := &GuestError{Queue: 0, Err: ErrDescLoop}
+	gerr := &virtio.GuestError{Queue: 0, Err: virtio.ErrDescLoop}
 	r.d.DeviceError(gerr)
 	r.d.DeviceError(gerr)
 	if got := r.rd(LegacyStatus, 1); got != StatusAcknowledge|StatusDriver|StatusDriverOK|StatusNeedsReset {

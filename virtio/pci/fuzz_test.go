@@ -1,4 +1,4 @@
-package virtio
+package virtiopci
 
 import (
 	"errors"

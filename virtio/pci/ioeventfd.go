@@ -1,4 +1,4 @@
-package virtio
+package virtiopci
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ type notifyEventFD struct {
 // EnableIOEventFD moves queue notifications to KVM ioeventfds on
 // BAR0+QUEUE_NOTIFY, one per queue. They follow the BAR when the guest
 // moves it (the bus calls IOBARMapped). Call Close to undo it.
-func (d *PCIDevice) EnableIOEventFD(reg IOEventRegistrar) error {
+func (d *Transport) EnableIOEventFD(reg IOEventRegistrar) error {
 	d.evMu.Lock()
 	defer d.evMu.Unlock()
 	if d.ev != nil {
@@ -110,7 +110,7 @@ func (ev *notifyEventFD) close() {
 
 // eventLoop turns one queue's eventfd signals into kicks until the file is
 // closed.
-func (d *PCIDevice) eventLoop(qe *queueEventFD) {
+func (d *Transport) eventLoop(qe *queueEventFD) {
 	defer close(qe.done)
 	var buf [8]byte // an eventfd read returns the 8-byte counter
 	for {
@@ -127,7 +127,7 @@ func (d *PCIDevice) eventLoop(qe *queueEventFD) {
 
 // IOBARMapped implements pci.BARListener: keeps the ioeventfd on the
 // notify register wherever the BAR is decoded, and off while it is not.
-func (d *PCIDevice) IOBARMapped(base, size uint16, mapped bool) {
+func (d *Transport) IOBARMapped(base, size uint16, mapped bool) {
 	d.evMu.Lock()
 	defer d.evMu.Unlock()
 	d.barBase, d.barMapped = base, mapped
@@ -147,7 +147,7 @@ func (d *PCIDevice) IOBARMapped(base, size uint16, mapped bool) {
 
 // NotifyAddr returns the port of the QUEUE_NOTIFY register, and false while
 // BAR0 is not decoded.
-func (d *PCIDevice) NotifyAddr() (port uint16, ok bool) {
+func (d *Transport) NotifyAddr() (port uint16, ok bool) {
 	d.evMu.Lock()
 	defer d.evMu.Unlock()
 	return d.barBase + LegacyQueueNotify, d.barMapped
@@ -155,7 +155,7 @@ func (d *PCIDevice) NotifyAddr() (port uint16, ok bool) {
 
 // Close removes the ioeventfd, if any, and waits for its goroutine. It does
 // not reset the device.
-func (d *PCIDevice) Close() error {
+func (d *Transport) Close() error {
 	d.evMu.Lock()
 	ev := d.ev
 	d.ev = nil

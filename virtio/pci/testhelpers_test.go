@@ -1,4 +1,4 @@
-package virtio
+package virtiopci
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/govm/govm/virtio"
 
 	"github.com/govm/govm/guestmem"
 )
@@ -43,19 +45,19 @@ func (l *fakeLine) count() int {
 
 // fakeDevice is a virtio.Device that records its lifecycle.
 type fakeDevice struct {
-	typ         DeviceType
+	typ         virtio.DeviceType
 	features    uint64
 	sizes       []uint16
 	cfg         [8]byte
 	activateErr error
 
 	mu          sync.Mutex
-	activations []Activation
+	activations []virtio.Activation
 	resets      int
 	cfgWrites   int
 }
 
-func (f *fakeDevice) Type() DeviceType        { return f.typ }
+func (f *fakeDevice) Type() virtio.DeviceType { return f.typ }
 func (f *fakeDevice) Features() uint64        { return f.features }
 func (f *fakeDevice) QueueMaxSizes() []uint16 { return f.sizes }
 
@@ -73,7 +75,7 @@ func (f *fakeDevice) WriteConfig(off uint64, data []byte) {
 	f.cfgWrites++
 }
 
-func (f *fakeDevice) Activate(a Activation) error {
+func (f *fakeDevice) Activate(a virtio.Activation) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.activateErr != nil {
@@ -99,7 +101,7 @@ func (s sizedDevice) ConfigSize() int { return s.size }
 
 // testFeatures is what the fake offers: bits in both halves, so tests see
 // that only the low 32 reach the legacy register.
-const testFeatures = 1<<0 | 1<<5 | 1<<FeatureRingEventIdx | 1<<FeatureVersion1
+const testFeatures = 1<<0 | 1<<5 | 1<<virtio.FeatureRingEventIdx | 1<<virtio.FeatureVersion1
 
 // logRec counts log lines.
 type logRec struct {
@@ -120,7 +122,7 @@ func (l *logRec) n() int {
 }
 
 type rig struct {
-	d    *PCIDevice
+	d    *Transport
 	dev  *fakeDevice
 	line *fakeLine
 	log  *logRec
@@ -136,12 +138,12 @@ func newRig(t testing.TB) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{
-		dev:  &fakeDevice{typ: DeviceNet, features: testFeatures, sizes: []uint16{16, 16}, cfg: [8]byte{1, 2, 3, 4, 5, 6, 7, 8}},
+		dev:  &fakeDevice{typ: virtio.DeviceNet, features: testFeatures, sizes: []uint16{16, 16}, cfg: [8]byte{1, 2, 3, 4, 5, 6, 7, 8}},
 		line: &fakeLine{},
 		log:  &logRec{},
 		mem:  mem,
 	}
-	r.d, err = NewPCIDevice(r.dev, mem, r.line, 10, r.log.logf)
+	r.d, err = New(r.dev, mem, r.line, 10, r.log.logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package virtio
+package virtiopci
 
 import (
 	"fmt"
@@ -29,8 +29,8 @@ type QueueStats struct {
 	UsedIdx  uint16 // device's used->idx
 }
 
-// PCIStats is a snapshot of a device's transport counters and queues.
-type PCIStats struct {
+// Stats is a snapshot of a device's transport counters and queues.
+type Stats struct {
 	Name                                  string
 	Status                                uint8
 	Notifies, EventFDs                    uint64
@@ -42,8 +42,8 @@ type PCIStats struct {
 // Stats returns the transport counters and, for each enabled queue, the
 // ring indexes read from guest memory (atomically: the device may be
 // running). A ring whose memory cannot be read reports zeros.
-func (d *PCIDevice) Stats() PCIStats {
-	s := PCIStats{
+func (d *Transport) Stats() Stats {
+	s := Stats{
 		Name:             d.name,
 		Status:           d.Status(),
 		Notifies:         d.counters.notifies.Load(),
@@ -69,7 +69,7 @@ func (d *PCIDevice) Stats() PCIStats {
 }
 
 // String is one line for govm's log.
-func (s PCIStats) String() string {
+func (s Stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: status %#x, kicks %d (+%d by ioeventfd), interrupts %d (+%d coalesced while ISR set), ISR reads %d (%d empty), config %d, guest errors %d",
 		s.Name, s.Status, s.Notifies, s.EventFDs, s.Raised, s.Coalesced, s.ISRReads, s.ISREmpty, s.ConfigInterrupts, s.GuestErrors)
