@@ -6,12 +6,13 @@ import (
 
 // openDisk opens a --disk image (locked against a second writer) and builds
 // its virtio-blk device. The image closes (and its lock goes) with the VM.
-func (m *Machine) openDisk(d DiskConfig) (*virtioblk.Device, error) {
+func (m *Machine) openDisk(d DiskConfig, what string) (*virtioblk.Device, error) {
 	f, err := virtioblk.OpenFile(d.Path, d.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	dev, err := virtioblk.New(f, virtioblk.Config{ReadOnly: d.ReadOnly, Serial: d.Serial})
+	logf := func(format string, args ...any) { m.logf(what+": "+format, args...) }
+	dev, err := virtioblk.New(f, virtioblk.Config{ReadOnly: d.ReadOnly, Serial: d.Serial, Log: logf})
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/govm/govm/kvm"
 	"github.com/govm/govm/pci"
 	"github.com/govm/govm/serial"
+	virtioblk "github.com/govm/govm/virtio/blk"
 	virtionet "github.com/govm/govm/virtio/net"
 )
 
@@ -58,6 +59,7 @@ type Machine struct {
 	pci   *pci.Bus
 	slots []pciSlot
 	nets  []*virtionet.Device
+	disks []*virtioblk.Device
 
 	emulationOnly bool
 	emulationWhy  string

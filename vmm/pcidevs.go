@@ -35,13 +35,15 @@ func (m *Machine) setupPCI() error {
 	}
 	m.pci = bus
 	for i, d := range m.cfg.Disks {
-		dev, err := m.openDisk(d)
+		what := fmt.Sprintf("disk %d (%s)", i, d.Path)
+		dev, err := m.openDisk(d, what)
 		if err != nil {
 			return inputErrorf("--disk: %w", err)
 		}
-		if err := m.addVirtio(dev, fmt.Sprintf("disk %d (%s)", i, d.Path)); err != nil {
+		if err := m.addVirtio(dev, what); err != nil {
 			return err
 		}
+		m.disks = append(m.disks, dev)
 	}
 	for i, n := range m.cfg.Nets {
 		if n.Mode == virtionet.NetNone {
@@ -121,6 +123,9 @@ func (m *Machine) DeviceStats() []string {
 	var out []string
 	for _, s := range m.slots {
 		out = append(out, s.dev.Stats().String())
+	}
+	for i, d := range m.disks {
+		out = append(out, fmt.Sprintf("disk %d: %v", i, d.Stats()))
 	}
 	for i, n := range m.nets {
 		out = append(out, fmt.Sprintf("net %d: %v", i, n.Stats()))

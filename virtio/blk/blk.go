@@ -88,6 +88,8 @@ type Config struct {
 	ReadOnly bool
 	// Serial is the GET_ID answer (at most 20 bytes).
 	Serial string
+	// Log (may be nil) receives host I/O error lines, rate-limited.
+	Log func(format string, args ...any)
 }
 
 // Device is a virtio-blk device with one request queue served by one I/O
@@ -97,6 +99,7 @@ type Device struct {
 	cfg      Config
 	capacity uint64 // sectors
 	config   [cfgLen]byte
+	herr     hostErrors // hosterr.go
 
 	mu   sync.Mutex // guards stop/done against concurrent Activate/Reset
 	stop chan struct{}
@@ -123,6 +126,7 @@ func New(backend Backend, cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("virtioblk: disk of %d bytes is smaller than one sector", size)
 	}
 	d := &Device{backend: backend, cfg: cfg, capacity: uint64(size) / SectorSize}
+	d.herr.init(cfg.Log)
 	d.fillConfig()
 	return d, nil
 }

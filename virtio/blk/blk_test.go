@@ -20,6 +20,7 @@ type memBackend struct {
 	reads, writes  int
 	syncs          int
 	failIO, failSz bool
+	failSyncs      int // the next failSyncs Syncs fail
 }
 
 func (b *memBackend) ReadAt(p []byte, off int64) (int, error) {
@@ -53,6 +54,10 @@ func (b *memBackend) Sync() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.syncs++
+	if b.failSyncs > 0 {
+		b.failSyncs--
+		return errors.New("injected fsync error")
+	}
 	return nil
 }
 

@@ -203,7 +203,7 @@ func (x *executor) execute(c *virtio.Chain, r request) (uint8, uint64) {
 		if x.dev.cfg.ReadOnly {
 			return StatusOK, 0 // nothing can be dirty
 		}
-		if x.dev.backend.Sync() != nil {
+		if !x.dev.herr.flush(x.dev.backend.Sync) {
 			return StatusIOErr, 0
 		}
 		return StatusOK, 0
@@ -237,6 +237,7 @@ func (x *executor) read(c *virtio.Chain, r request) (uint8, uint64) {
 		return StatusOK, r.n
 	}
 	if err != nil {
+		x.dev.herr.ioFailed(false, r.off, r.n, err)
 		return StatusIOErr, uint64(got)
 	}
 	return StatusOK, r.n
@@ -251,6 +252,7 @@ func (x *executor) write(c *virtio.Chain, r request) uint8 {
 		return StatusIOErr
 	}
 	if _, err := writeAtv(x.dev.backend, bufs, int64(r.off)); err != nil {
+		x.dev.herr.ioFailed(true, r.off, r.n, err)
 		return StatusIOErr
 	}
 	return StatusOK
