@@ -32,7 +32,11 @@ func (d *Transport) DeviceError(err error) {
 // guestError is the common path for a driver error the device cannot go on
 // from: DEVICE_NEEDS_RESET (spec 2.1.2), a configuration change interrupt
 // so the driver looks at the status, and one log line. Repeats before the
-// driver resets are not logged again. Never called with intMu held.
+// driver resets are not logged again; after a reset the next error would be
+// a new line, so a guest looping "break the queue, reset" (two port writes
+// per error) could flood the host log: the lines go through the device's
+// rate limiter (guestLog), which counts what it drops for the stats.
+// Never called with intMu held.
 func (d *Transport) guestError(err error) {
 	d.counters.guestErrs.Add(1)
 	d.intMu.Lock()
@@ -40,7 +44,7 @@ func (d *Transport) guestError(err error) {
 	d.status |= StatusNeedsReset
 	d.intMu.Unlock()
 	if first {
-		d.logf("%s: guest error, device needs reset: %v", d.name, err)
+		d.guestLog.Logf("%s: guest error, device needs reset: %v", d.name, err)
 	}
 	if rerr := d.raise(ISRConfig); rerr != nil {
 		d.logOnce(logLineError, "%v", rerr)

@@ -10,6 +10,7 @@ import (
 	"github.com/govm/govm/virtio"
 
 	"github.com/govm/govm/guestmem"
+	"github.com/govm/govm/internal/ratelog"
 	"github.com/govm/govm/irq"
 	"github.com/govm/govm/pci"
 )
@@ -97,6 +98,8 @@ type Transport struct {
 	name   string
 	kicks  []chan struct{} // one per queue, capacity 1, never replaced
 	logged atomic.Uint32   // log kinds already emitted
+	// guestLog limits guest-error lines per device, across resets.
+	guestLog *ratelog.Limiter
 
 	counters pciCounters // stats.go
 
@@ -134,7 +137,8 @@ func New(dev virtio.Device, mem *guestmem.Memory, line irq.Line, irqNum uint8, l
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	d := &Transport{dev: dev, mem: mem, line: line, logf: logf, name: idn.name}
+	d := &Transport{dev: dev, mem: mem, line: line, logf: logf, name: idn.name,
+		guestLog: ratelog.New(logf, 0, 0)}
 	for i, n := range dev.QueueMaxSizes() {
 		if n == 0 || n&(n-1) != 0 || n > virtio.MaxQueueSize {
 			return nil, fmt.Errorf("%w: %s queue %d max size %d", ErrUnsupportedDevice, idn.name, i, n)

@@ -3,8 +3,11 @@ package virtiopci
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/govm/govm/internal/ratelog"
 	"github.com/govm/govm/virtio"
 
 	"github.com/govm/govm/pci"
@@ -390,4 +393,34 @@ func TestDeviceError(t *testing.T) {
 		t.Fatalf("log lines %q, want 1", r.log.lines)
 	}
 	r.checkLine(t)
+}
+
+// A guest looping "bad QUEUE_PFN, reset" (two port writes per guest error)
+// or "bad ring, kick, reset" cannot flood the host log: lines are limited
+// per device across resets, and the stats count the rest.
+func TestGuestErrorLogRateLimited(t *testing.T) {
+	r := newRig(t)
+	const loops = 1000
+	for i := range loops {
+		r.setupQueue(0, 0xffffffff) // rings far outside guest RAM
+		if i%2 == 1 {
+			r.d.DeviceError(&virtio.GuestError{Queue: 0, Err: virtio.ErrDescLoop})
+		}
+		if r.rd(LegacyStatus, 1)&StatusNeedsReset == 0 {
+			t.Fatalf("loop %d: no NEEDS_RESET", i)
+		}
+		r.wr(LegacyStatus, 1, 0)
+	}
+	s := r.d.Stats()
+	if n := r.log.n(); n > ratelog.DefaultBurst || n == 0 {
+		t.Fatalf("%d log lines for %d guest errors, want 1..%d", n, loops, ratelog.DefaultBurst)
+	}
+	// One line per reset epoch without the limit; repeats inside an
+	// epoch (the DeviceError after the bad PFN) were never logged.
+	if s.GuestErrors != loops+loops/2 || s.GuestLogSuppressed != loops-uint64(r.log.n()) {
+		t.Fatalf("stats: %d guest errors, %d suppressed, %d logged", s.GuestErrors, s.GuestLogSuppressed, r.log.n())
+	}
+	if !strings.Contains(s.String(), fmt.Sprintf("(%d log lines suppressed)", s.GuestLogSuppressed)) {
+		t.Fatalf("stats line %q", s)
+	}
 }

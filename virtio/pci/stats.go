@@ -36,7 +36,10 @@ type Stats struct {
 	Notifies, EventFDs                    uint64
 	Raised, Coalesced, ISRReads, ISREmpty uint64
 	ConfigInterrupts, GuestErrors         uint64
-	Queues                                []QueueStats
+	// GuestLogSuppressed counts guest-error lines the rate limit kept
+	// out of the log.
+	GuestLogSuppressed uint64
+	Queues             []QueueStats
 }
 
 // Stats returns the transport counters and, for each enabled queue, the
@@ -54,6 +57,9 @@ func (d *Transport) Stats() Stats {
 		ISREmpty:         d.counters.isrEmpty.Load(),
 		ConfigInterrupts: d.counters.configIRQs.Load(),
 		GuestErrors:      d.counters.guestErrs.Load(),
+		// Read before the mutex below, like the counters: the limiter
+		// has its own lock.
+		GuestLogSuppressed: d.guestLog.Suppressed(),
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -71,8 +77,8 @@ func (d *Transport) Stats() Stats {
 // String is one line for govm's log.
 func (s Stats) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: status %#x, kicks %d (+%d by ioeventfd), interrupts %d (+%d coalesced while ISR set), ISR reads %d (%d empty), config %d, guest errors %d",
-		s.Name, s.Status, s.Notifies, s.EventFDs, s.Raised, s.Coalesced, s.ISRReads, s.ISREmpty, s.ConfigInterrupts, s.GuestErrors)
+	fmt.Fprintf(&b, "%s: status %#x, kicks %d (+%d by ioeventfd), interrupts %d (+%d coalesced while ISR set), ISR reads %d (%d empty), config %d, guest errors %d (%d log lines suppressed)",
+		s.Name, s.Status, s.Notifies, s.EventFDs, s.Raised, s.Coalesced, s.ISRReads, s.ISREmpty, s.ConfigInterrupts, s.GuestErrors, s.GuestLogSuppressed)
 	for _, q := range s.Queues {
 		if !q.Enabled {
 			continue
