@@ -2,34 +2,65 @@ package virtio
 
 import "github.com/govm/govm/guestmem"
 
+// UsedElem is one used ring element, struct virtq_used_elem (spec 2.7.8):
+// the head of a chain the device is done with and the bytes it wrote.
+type UsedElem struct {
+	Head uint16
+	Len  uint32
+}
+
 // AddUsed returns a chain to the driver (spec 2.7.8, 2.7.14): it writes the
 // used element {id: head, len: length} and then publishes the new used idx.
 // length is the number of bytes the device wrote into the chain's writable
 // part (Chain.Written). The caller decides about interrupting afterwards
 // with NeedsInterrupt, so a batch of AddUsed calls costs one interrupt.
 func (q *Queue) AddUsed(mem *guestmem.Memory, head uint16, length uint32) error {
+	var one [1]UsedElem
+	one[0] = UsedElem{Head: head, Len: length}
+	return q.AddUsedBatch(mem, one[:])
+}
+
+// AddUsedBatch returns several chains to the driver at once: it writes
+// every element, then publishes used idx with ONE store, so the driver sees
+// all of them or none. virtio-net needs this for the buffers of a merged
+// frame (spec 5.1.6.4: the device MUST use all the buffers of one packet
+// together; Linux's receive_mergeable drops a frame whose later buffers are
+// not used yet). Nothing is written unless every head is valid and the
+// batch fits the ring.
+func (q *Queue) AddUsedBatch(mem *guestmem.Memory, elems []UsedElem) error {
 	if !q.Ready {
 		return ErrQueueNotReady
 	}
-	if head >= q.Size {
+	if len(elems) > int(q.Size) {
+		// More elements than slots would overwrite ones the driver has
+		// not read: a device bug.
 		return ErrBadHead
 	}
-	elem := q.usedElemAddr(q.nextUsed & (q.Size - 1))
-	if err := mem.PutUint32(elem, uint32(head)); err != nil {
-		return q.memErr("used ring", err)
+	for _, e := range elems {
+		if e.Head >= q.Size {
+			return ErrBadHead
+		}
 	}
-	if err := mem.PutUint32(elem+4, length); err != nil {
-		return q.memErr("used ring", err)
+	for i, e := range elems {
+		elem := q.usedElemAddr((q.nextUsed + uint16(i)) & (q.Size - 1))
+		if err := mem.PutUint32(elem, uint32(e.Head)); err != nil {
+			return q.memErr("used ring", err)
+		}
+		if err := mem.PutUint32(elem+4, e.Len); err != nil {
+			return q.memErr("used ring", err)
+		}
 	}
+	next := q.nextUsed + uint16(len(elems))
 	// Ordering point (spec 2.7.8.2 / 2.7.14, virtio_ring.c virtqueue_get_buf
 	// reads used->idx then virtio_rmb then the element): StoreUint16 is a
-	// release, so the element stores above are visible before the driver
+	// release, so every element store above is visible before the driver
 	// can see an idx that covers them. Otherwise the driver could complete
-	// a request with a stale id/len.
-	if err := mem.StoreUint16(q.usedIdxAddr(), q.nextUsed+1); err != nil {
+	// a request with a stale id/len, or see the first buffers of a merged
+	// frame without the rest.
+	if err := mem.StoreUint16(q.usedIdxAddr(), next); err != nil {
 		return q.memErr("used idx", err)
 	}
-	q.nextUsed++
+	q.nextUsed = next
 	return nil
 }
 

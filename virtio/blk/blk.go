@@ -196,8 +196,8 @@ func (d *Device) Activate(a virtio.Activation) error {
 		return ErrActive
 	}
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
-	w := &worker{dev: d, mem: a.Mem, q: a.Queues[0], kick: a.Kicks[0], intr: a.Intr,
-		stop: d.stop, x: executor{dev: d, mem: a.Mem}}
+	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
+		Kick: a.Kicks[0], Intr: a.Intr, Stop: d.stop}}
 	go w.run(d.done)
 	return nil
 }

@@ -202,15 +202,5 @@ func (d *Device) Reset() {
 	d.stop = nil
 }
 
-// stopped reports whether Reset has begun.
-func stopped(stop <-chan struct{}) bool {
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
-	}
-}
-
 // isDeadline reports whether err is the backend's read deadline passing.
 func isDeadline(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

@@ -56,7 +56,7 @@ func (r *rx) run() {
 }
 
 func (r *rx) loop() error {
-	for !stopped(r.stop) {
+	for !r.Stopped() {
 		if len(r.held) == 0 {
 			if ok, err := r.pop(); err != nil {
 				return err
@@ -88,7 +88,7 @@ func (r *rx) loop() error {
 
 // pop takes one more receive chain off the ring.
 func (r *rx) pop() (bool, error) {
-	c, err := r.q.Pop(r.mem)
+	c, err := r.Queue.Pop(r.Mem)
 	if err != nil || c == nil {
 		return false, err
 	}
@@ -100,10 +100,7 @@ func (r *rx) pop() (bool, error) {
 
 // waitBuffers is called when the ring is empty and buffers are needed.
 func (r *rx) waitBuffers() (bool, error) {
-	if err := r.signal(); err != nil {
-		return false, err
-	}
-	return r.waitKick(func() { r.c.bufferWaits.Add(1) })
+	return r.WaitAvail(func() { r.c.bufferWaits.Add(1) })
 }
 
 // read reads one frame, or waits for the backend when none is pending.
@@ -113,11 +110,11 @@ func (r *rx) read() (bool, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, tap.ErrWouldBlock):
-		if err := r.signal(); err != nil {
+		if err := r.Signal(); err != nil {
 			return false, err
 		}
 		err := r.be.WaitReadable()
-		if stopped(r.stop) {
+		if r.Stopped() {
 			return false, nil
 		}
 		if err != nil && !isDeadline(err) {
@@ -156,7 +153,7 @@ func (r *rx) place() (bool, error) {
 		return true, r.deliver(1)
 	}
 	for r.heldRoom < need {
-		if len(r.held) >= int(r.q.Size) {
+		if len(r.held) >= int(r.Queue.Size) {
 			// Every buffer the driver can post is in hand and the
 			// frame still does not fit: it never will.
 			r.c.dropTooLarge.Add(1)
@@ -190,7 +187,7 @@ func (r *rx) deliver(n int) error {
 			return fmt.Errorf("rx copy: %w", err)
 		}
 		rest = rest[k:]
-		if err := r.used(c.Head, uint32(k)); err != nil {
+		if err := r.Used(c.Head, uint32(k)); err != nil {
 			return err
 		}
 		r.heldRoom -= c.WritableLen()
@@ -199,8 +196,5 @@ func (r *rx) deliver(n int) error {
 	r.c.bytes.Add(uint64(len(r.frame) - r.hdr))
 	r.frame = nil
 	r.held = append(r.held[:0], r.held[n:]...)
-	if r.pending >= batchMax {
-		return r.signal()
-	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/virtio"
 )
 
@@ -13,8 +12,9 @@ type QueueStats struct {
 	Chains      uint64 // descriptor chains popped
 	Frames      uint64 // frames delivered to the guest (RX) or the backend (TX)
 	Bytes       uint64 // frame bytes, vnet header excluded
-	Kicks       uint64 // driver notifications received
+	Kicks       uint64 // driver notifications the queue woke on
 	Interrupts  uint64 // used-buffer interrupts signalled
+	Suppressed  uint64 // interrupt decisions the driver's suppression said no to
 	BufferWaits uint64 // RX: times a frame waited for the driver to post buffers
 
 	DropTooLarge  uint64 // frame larger than the buffers (RX) or the limit (TX)
@@ -27,20 +27,22 @@ type Stats struct{ RX, TX QueueStats }
 
 // String is one line for logs.
 func (s QueueStats) String() string {
-	return fmt.Sprintf("chains=%d frames=%d bytes=%d kicks=%d irqs=%d waits=%d drops(large=%d malformed=%d backend=%d)",
-		s.Chains, s.Frames, s.Bytes, s.Kicks, s.Interrupts, s.BufferWaits,
+	return fmt.Sprintf("chains=%d frames=%d bytes=%d kicks=%d irqs=%d suppressed=%d waits=%d drops(large=%d malformed=%d backend=%d)",
+		s.Chains, s.Frames, s.Bytes, s.Kicks, s.Interrupts, s.Suppressed, s.BufferWaits,
 		s.DropTooLarge, s.DropMalformed, s.DropBackend)
 }
 
 type counters struct {
-	chains, frames, bytes, kicks, interrupts, bufferWaits atomic.Uint64
-	dropTooLarge, dropMalformed, dropBackend              atomic.Uint64
+	notify                                   virtio.NotifyCounters // kicks, interrupts: kept by the serve loop
+	chains, frames, bytes, bufferWaits       atomic.Uint64
+	dropTooLarge, dropMalformed, dropBackend atomic.Uint64
 }
 
 func (c *counters) snapshot() QueueStats {
 	return QueueStats{
 		Chains: c.chains.Load(), Frames: c.frames.Load(), Bytes: c.bytes.Load(),
-		Kicks: c.kicks.Load(), Interrupts: c.interrupts.Load(), BufferWaits: c.bufferWaits.Load(),
+		Kicks: c.notify.Kicks.Load(), Interrupts: c.notify.Interrupts.Load(),
+		Suppressed: c.notify.Suppressed.Load(), BufferWaits: c.bufferWaits.Load(),
 		DropTooLarge: c.dropTooLarge.Load(), DropMalformed: c.dropMalformed.Load(),
 		DropBackend: c.dropBackend.Load(),
 	}
@@ -53,74 +55,26 @@ func (d *Device) Stats() Stats {
 	return Stats{RX: d.stats.rx.snapshot(), TX: d.stats.tx.snapshot()}
 }
 
-// batchMax bounds how many chains a queue completes before it interrupts
-// even though it still has work: a steady flood must not starve the driver
-// of completions (it frees TX buffers and refills RX on interrupts).
+// batchMax bounds how many chains a queue uses before it makes an interrupt
+// decision even though it still has work (virtio.Server.Batch): a steady
+// flood must not starve the driver of completions (it frees TX buffers and
+// refills RX on interrupts).
 const batchMax = 64
 
-// vq is what both I/O goroutines need of their queue.
+// vq is what both I/O goroutines need of their queue: the queue core's
+// serve loop, which owns notifications and the interrupt decision.
 type vq struct {
-	idx     int
-	mem     *guestmem.Memory
-	q       *virtio.Queue
-	kick    <-chan struct{}
-	intr    virtio.Interrupt
-	stop    <-chan struct{}
-	c       *counters
-	pending int // chains used since the last interrupt decision
+	virtio.Server
+	c *counters
 }
 
 func newVQ(d *Device, a virtio.Activation, idx int, c *counters) vq {
-	return vq{idx: idx, mem: a.Mem, q: a.Queues[idx], kick: a.Kicks[idx], intr: a.Intr, stop: d.stop, c: c}
-}
-
-// used returns a chain to the driver.
-func (v *vq) used(head uint16, n uint32) error {
-	if err := v.q.AddUsed(v.mem, head, n); err != nil {
-		return err
-	}
-	v.pending++
-	return nil
-}
-
-// signal is the once-per-batch interrupt decision (spec 2.7.7).
-func (v *vq) signal() error {
-	if v.pending == 0 {
-		return nil
-	}
-	v.pending = 0
-	need, err := v.q.NeedsInterrupt(v.mem)
-	if err != nil || !need {
-		return err
-	}
-	v.c.interrupts.Add(1)
-	return v.intr.SignalUsed(v.idx)
-}
-
-// waitKick enables notifications and sleeps until the driver kicks, unless
-// work arrived meanwhile (the re-check that closes the lost-kick window,
-// spec 2.7.10). It returns false when the device is stopping.
-func (v *vq) waitKick(onWait func()) (bool, error) {
-	more, err := v.q.EnableNotify(v.mem)
-	if err != nil {
-		return false, err
-	}
-	if !more {
-		if onWait != nil {
-			onWait()
-		}
-		select {
-		case <-v.kick:
-			v.c.kicks.Add(1)
-		case <-v.stop:
-			return false, nil
-		}
-	}
-	return true, v.q.DisableNotify(v.mem)
+	return vq{Server: virtio.Server{Mem: a.Mem, Queue: a.Queues[idx], Kick: a.Kicks[idx],
+		Intr: a.Intr, Stop: d.stop, Batch: batchMax, Counters: &c.notify}, c: c}
 }
 
 // fail reports an error that stops this queue: guest misbehaviour or a dead
 // backend. The transport sets NEEDS_RESET and logs it once.
 func (v *vq) fail(err error) {
-	v.intr.DeviceError(fmt.Errorf("virtio-net queue %d: %w", v.idx, err))
+	v.Intr.DeviceError(fmt.Errorf("virtio-net queue %d: %w", v.Queue.Index, err))
 }

@@ -38,74 +38,16 @@ func newTX(d *Device, a virtio.Activation, hdr int) *tx {
 }
 
 func (t *tx) run() {
-	if err := t.loop(); err != nil {
+	if err := t.Serve(t.handle); err != nil {
 		t.fail(err)
 	}
 }
 
-// loop: wait for a kick, then disable notifications, drain, enable and
-// re-check until the ring stays empty (spec 2.7.10 and the ARCHITECTURE
-// data path), then interrupt once for the batch.
-func (t *tx) loop() error {
-	for {
-		select {
-		case <-t.kick:
-			t.c.kicks.Add(1)
-		case <-t.stop:
-			return nil
-		}
-		if err := t.q.DisableNotify(t.mem); err != nil {
-			return err
-		}
-		for more := true; more; {
-			if err := t.drain(); err != nil {
-				return err
-			}
-			if stopped(t.stop) {
-				return nil
-			}
-			var err error
-			if more, err = t.q.EnableNotify(t.mem); err != nil {
-				return err
-			}
-			if more {
-				if err := t.q.DisableNotify(t.mem); err != nil {
-					return err
-				}
-			}
-		}
-		if err := t.signal(); err != nil {
-			return err
-		}
-	}
-}
-
-// drain sends every available chain. A GuestError from Pop stops the
-// queue (the caller reports it); a bad frame only drops that frame.
-func (t *tx) drain() error {
-	for !stopped(t.stop) {
-		c, err := t.q.Pop(t.mem)
-		if err != nil {
-			return err
-		}
-		if c == nil {
-			return nil
-		}
-		t.c.chains.Add(1)
-		if err := t.send(c); err != nil {
-			return err
-		}
-		// Spec 5.1.6.2: the device writes nothing into a TX chain.
-		if err := t.used(c.Head, 0); err != nil {
-			return err
-		}
-		if t.pending >= batchMax {
-			if err := t.signal(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+// handle sends one chain's frame. Spec 5.1.6.2: the device writes nothing
+// into a TX chain, so its used length is 0.
+func (t *tx) handle(c *virtio.Chain) (uint32, error) {
+	t.c.chains.Add(1)
+	return 0, t.send(c)
 }
 
 // send writes one chain's frame to the backend, or drops and counts it.
@@ -186,7 +128,7 @@ func (t *tx) views(c *virtio.Chain) ([][]byte, bool) {
 		if len(t.iovs) == iovMax {
 			return nil, false
 		}
-		b, err := t.mem.Slice(s.Addr, uint64(s.Len))
+		b, err := t.Mem.Slice(s.Addr, uint64(s.Len))
 		if err != nil {
 			return nil, false
 		}

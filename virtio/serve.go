@@ -1,0 +1,238 @@
+package virtio
+
+import (
+	"sync/atomic"
+
+	"github.com/govm/govm/guestmem"
+)
+
+// The notification discipline lives in this file, once, for every device:
+// when the device asks for kicks (EnableNotify / DisableNotify), when it
+// re-checks the ring before sleeping, and when it decides to interrupt the
+// driver (NeedsInterrupt). Devices state only what they do with a chain.
+//
+// One pass of Serve:
+//
+//	DisableNotify            // VRING_USED_F_NO_NOTIFY, or nothing with EVENT_IDX
+//	drain: Pop -> handle -> AddUsed, deciding about an interrupt every Batch chains
+//	interrupt decision       // NeedsInterrupt -> Interrupt.SignalUsed, once per pass
+//	EnableNotify + re-check  // publish, FENCE, re-read avail idx
+//	work arrived?  -> next pass at once (the driver saw kicks off and did not kick)
+//	otherwise      -> sleep on the kick channel (or stop)
+//
+// Devices that are not a pure request/response drain (virtio-net RX, whose
+// work is driven by the backend) use the same pieces directly: Used /
+// UsedBatch, Signal and WaitAvail.
+
+// NotifyCounters counts what one queue's notifications did. The device
+// goroutine writes them; anyone may read them at any time.
+type NotifyCounters struct {
+	// Kicks is the number of driver notifications the device woke on.
+	Kicks atomic.Uint64
+	// Interrupts is the number of used-buffer interrupts signalled.
+	Interrupts atomic.Uint64
+	// Suppressed is the number of interrupt decisions that found used
+	// buffers but no interrupt wanted by the driver (spec 2.7.7).
+	Suppressed atomic.Uint64
+}
+
+// Handler is what a device does with one chain: it serves it and returns
+// the used length for AddUsed (spec 2.7.8: bytes written into the chain).
+// An error stops the queue; Serve returns it to the device.
+type Handler func(c *Chain) (uint32, error)
+
+// Server runs one queue's notification discipline on the device's I/O
+// goroutine. Fill in the fields, then call Serve (or, for a device driven
+// by its backend, Used/UsedBatch, Signal and WaitAvail). A Server is used by
+// one goroutine only, like its Queue.
+type Server struct {
+	Mem   *guestmem.Memory
+	Queue *Queue
+	Kick  <-chan struct{}
+	Intr  Interrupt
+	// Stop ends Serve (and WaitAvail) when closed: the device is being
+	// reset.
+	Stop <-chan struct{}
+	// Batch bounds how many chains are used before an interrupt decision
+	// even though work remains: a steady flood must not starve the driver
+	// of completions (it frees TX buffers and refills RX on interrupts).
+	// 0 means once per pass only.
+	Batch int
+	// Counters, if set, receives the queue's counts (the device may keep
+	// them across activations); otherwise the Server keeps its own.
+	Counters *NotifyCounters
+
+	own     NotifyCounters
+	pending int // chains used since the last interrupt decision
+}
+
+func (s *Server) counters() *NotifyCounters {
+	if s.Counters != nil {
+		return s.Counters
+	}
+	return &s.own
+}
+
+// Stopped reports whether Stop is closed.
+func (s *Server) Stopped() bool {
+	select {
+	case <-s.Stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Serve serves the queue with handle until Stop is closed (it then returns
+// nil) or a chain cannot be served (it returns the error: a *GuestError from
+// Pop or handle, or the handler's host error). Its first pass runs without
+// waiting for a kick, so buffers the driver published before DRIVER_OK are
+// served. Chains used before an error are still signalled.
+func (s *Server) Serve(handle Handler) error {
+	for {
+		if err := s.Queue.DisableNotify(s.Mem); err != nil {
+			return err
+		}
+		stopped, derr := s.drain(handle)
+		if stopped {
+			// Reset is under way: the driver forgets the rings, no
+			// interrupt is owed.
+			return nil
+		}
+		// The interrupt decision, once per pass, also after a drain
+		// that ended on a bad chain: the chains before it are done.
+		if err := s.Signal(); err != nil {
+			return err
+		}
+		if derr != nil {
+			return derr
+		}
+		// The re-check that prevents lost kicks: EnableNotify publishes
+		// that we want kicks, FENCE, then re-reads avail idx (see its
+		// ordering comment). A driver that added buffers while kicks
+		// were off did not kick, so those buffers are found here or
+		// never: skipping this and sleeping would hang the queue.
+		more, err := s.Queue.EnableNotify(s.Mem)
+		if err != nil {
+			return err
+		}
+		if more {
+			continue
+		}
+		if !s.sleep() {
+			return nil
+		}
+	}
+}
+
+// drain serves every available chain. It reports stopped when Stop closed
+// in between.
+func (s *Server) drain(handle Handler) (stopped bool, err error) {
+	for {
+		if s.Stopped() {
+			return true, nil
+		}
+		c, err := s.Queue.Pop(s.Mem)
+		if err != nil || c == nil {
+			return false, err
+		}
+		n, err := handle(c)
+		if err != nil {
+			return false, err
+		}
+		if err := s.Used(c.Head, n); err != nil {
+			return false, err
+		}
+	}
+}
+
+// sleep waits for a kick; false means Stop closed.
+func (s *Server) sleep() bool {
+	select {
+	case <-s.Kick:
+		s.counters().Kicks.Add(1)
+		return true
+	case <-s.Stop:
+		return false
+	}
+}
+
+// Used returns one chain to the driver (AddUsed) and makes the interrupt
+// decision when Batch chains have been used since the last one.
+func (s *Server) Used(head uint16, n uint32) error {
+	if err := s.Queue.AddUsed(s.Mem, head, n); err != nil {
+		return err
+	}
+	return s.usedN(1)
+}
+
+// UsedBatch returns several chains to the driver with one used idx
+// publication (Queue.AddUsedBatch): for the buffers of one merged virtio-net
+// frame, which the driver must see all together (spec 5.1.6.4).
+func (s *Server) UsedBatch(elems []UsedElem) error {
+	if err := s.Queue.AddUsedBatch(s.Mem, elems); err != nil {
+		return err
+	}
+	return s.usedN(len(elems))
+}
+
+func (s *Server) usedN(n int) error {
+	s.pending += n
+	if s.Batch > 0 && s.pending >= s.Batch {
+		return s.Signal()
+	}
+	return nil
+}
+
+// Signal is the interrupt decision (spec 2.7.7), the only caller of
+// NeedsInterrupt: if chains were used since the last decision and the
+// driver wants to hear about them, it signals the queue's interrupt.
+func (s *Server) Signal() error {
+	if s.pending == 0 {
+		return nil
+	}
+	s.pending = 0
+	need, err := s.Queue.NeedsInterrupt(s.Mem)
+	if err != nil {
+		return err
+	}
+	if !need {
+		s.counters().Suppressed.Add(1)
+		return nil
+	}
+	s.counters().Interrupts.Add(1)
+	return s.Intr.SignalUsed(s.Queue.Index)
+}
+
+// WaitAvail is for a device that found the ring empty while it needs a
+// buffer (virtio-net RX): it makes the interrupt decision for what it has
+// used (the driver refills on interrupts), asks for kicks, re-checks the
+// ring, sleeps on the kick only if it is still empty, and asks for no kicks
+// again before returning, so kicks stay off while the device has buffers.
+// onSleep, if not nil, is called before sleeping. It returns false when
+// Stop closed.
+func (s *Server) WaitAvail(onSleep func()) (bool, error) {
+	if err := s.Signal(); err != nil {
+		return false, err
+	}
+	// Same re-check as in Serve: without it a buffer added while kicks
+	// were off is never seen.
+	more, err := s.Queue.EnableNotify(s.Mem)
+	if err != nil {
+		return false, err
+	}
+	if !more {
+		if onSleep != nil {
+			onSleep()
+		}
+		if !s.sleep() {
+			return false, nil
+		}
+	}
+	return true, s.Queue.DisableNotify(s.Mem)
+}
+
+// Quiet asks the driver for no kicks (DisableNotify). A device that polls
+// the ring itself while it has work calls it when it starts; WaitAvail turns
+// kicks back on only while it waits.
+func (s *Server) Quiet() error { return s.Queue.DisableNotify(s.Mem) }
