@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"fmt"
-
 	"github.com/govm/govm/kvm"
 )
 
@@ -29,13 +27,13 @@ func VirtualWireLVT(lint0, lint1 uint32) (uint32, uint32) {
 func SetupLAPIC(v *kvm.VCPU) error {
 	l, err := v.GetLAPIC()
 	if err != nil {
-		return fmt.Errorf("cpu: vcpu %d: %w", v.ID(), err)
+		return err // kvm names the ioctl and the vCPU
 	}
 	lint0, lint1 := VirtualWireLVT(l.Reg(lapicLVT0), l.Reg(lapicLVT1))
 	l.SetReg(lapicLVT0, lint0)
 	l.SetReg(lapicLVT1, lint1)
 	if err := v.SetLAPIC(l); err != nil {
-		return fmt.Errorf("cpu: vcpu %d: %w", v.ID(), err)
+		return err // kvm names the ioctl and the vCPU
 	}
 	return nil
 }

@@ -95,7 +95,7 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 		E820:        bootparam.E820Map(memSize),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("vmm: zero page: %w", err)
+		return nil, err
 	}
 	if err := mem.WriteAt(zp, zeroPageAddr); err != nil {
 		return nil, fmt.Errorf("vmm: writing zero page: %w", err)

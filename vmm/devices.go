@@ -51,7 +51,7 @@ func (m *Machine) setupDevices() error {
 		return err
 	}
 	if _, err := mptable.Write(m.ram.mem, mptableAddr, m.mptableConfig()); err != nil {
-		return fmt.Errorf("vmm: MP table: %w", err)
+		return err
 	}
 	if m.cfg.Stdin != nil {
 		restore, err := startConsole(m.cfg.Stdin, m.uart, func() {
@@ -60,7 +60,7 @@ func (m *Machine) setupDevices() error {
 		if err != nil {
 			return err
 		}
-		m.closers = append(m.closers, restore)
+		m.restoreConsole = restore
 	}
 	return nil
 }

@@ -5,20 +5,20 @@ import (
 )
 
 // openDisk opens a --disk image (locked against a second writer) and builds
-// its virtio-blk device. The image closes (and its lock goes) with the VM.
-func (m *Machine) openDisk(d DiskConfig, what string) (*virtioblk.Device, error) {
+// its virtio-blk device over it. The caller owns the file: addVirtio
+// registers it with the device, which closes it last.
+func (m *Machine) openDisk(d DiskConfig, what string) (*virtioblk.Device, *virtioblk.File, error) {
 	f, err := virtioblk.OpenFile(d.Path, d.ReadOnly)
 	if err != nil {
-		return nil, err
+		// OpenFile's errors name the path.
+		return nil, nil, inputErrorf("--disk: %w", err)
 	}
-	logf := func(format string, args ...any) { m.logf(what+": "+format, args...) }
-	dev, err := virtioblk.New(f, virtioblk.Config{ReadOnly: d.ReadOnly, Serial: d.Serial, Log: logf})
+	cfg := d.blkConfig()
+	cfg.Log = func(format string, args ...any) { m.logf(what+": "+format, args...) }
+	dev, err := virtioblk.New(f, cfg)
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, nil, inputErrorf("--disk %s: %w", d.Path, err)
 	}
-	// Registered before the device's own closer, so it runs after the
-	// device has stopped using the file.
-	m.closers = append(m.closers, func() { f.Close() })
-	return dev, nil
+	return dev, f, nil
 }

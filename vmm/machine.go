@@ -61,13 +61,14 @@ type Machine struct {
 	nets  []*virtionet.Device
 	disks []*virtioblk.Device
 
-	emulationOnly bool
-	emulationWhy  string
-	closers       []func()
+	emulationOnly  bool
+	emulationWhy   string
+	restoreConsole func() // puts the user's terminal back; nil without one
 
-	stopOnce sync.Once
-	done     chan struct{}
-	result   Result
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	done      chan struct{}
+	result    Result
 }
 
 func (m *Machine) logf(format string, args ...any) {
@@ -78,20 +79,11 @@ func (m *Machine) logf(format string, args ...any) {
 
 // New creates the VM and loads the guest; nothing runs until Run.
 func New(cfg Config) (_ *Machine, err error) {
-	if cfg.CPUs < 1 {
-		return nil, inputErrorf("--cpus %d: need at least 1", cfg.CPUs)
-	}
-	if err := checkMemSize(cfg.MemSize); err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
-	}
-	if cfg.KVMPath == "" {
-		cfg.KVMPath = "/dev/kvm"
 	}
 	if cfg.Stdout == nil {
 		cfg.Stdout = io.Discard
-	}
-	if _, err := os.Stat(cfg.Kernel); err != nil {
-		return nil, inputErrorf("kernel: %w", err)
 	}
 	m := &Machine{cfg: cfg, done: make(chan struct{})}
 	defer func() {
@@ -108,19 +100,19 @@ func New(cfg Config) (_ *Machine, err error) {
 	}
 	m.emulationOnly, m.emulationWhy = cpu.EmulationOnly()
 	if m.vm, err = m.sys.CreateVM(); err != nil {
-		return nil, fmt.Errorf("vmm: KVM_CREATE_VM: %w", err)
+		return nil, err
 	}
 	if err := m.vm.SetTSSAddr(tssAddr); err != nil {
-		return nil, fmt.Errorf("vmm: KVM_SET_TSS_ADDR: %w", err)
+		return nil, err
 	}
 	if err := m.vm.SetIdentityMapAddr(identityAddr); err != nil {
-		return nil, fmt.Errorf("vmm: KVM_SET_IDENTITY_MAP_ADDR: %w", err)
+		return nil, err
 	}
 	if err := m.vm.CreateIRQChip(); err != nil {
-		return nil, fmt.Errorf("vmm: KVM_CREATE_IRQCHIP: %w", err)
+		return nil, err
 	}
 	if err := m.vm.CreatePIT2(); err != nil {
-		return nil, fmt.Errorf("vmm: KVM_CREATE_PIT2: %w", err)
+		return nil, err
 	}
 
 	if m.ram, err = allocRAM(cfg.MemSize); err != nil {
@@ -128,7 +120,7 @@ func New(cfg Config) (_ *Machine, err error) {
 	}
 	for i, r := range m.ram.mem.Regions() {
 		if err := m.vm.SetUserMemoryRegion(uint32(i), r.GPA, r.Host, 0); err != nil {
-			return nil, fmt.Errorf("vmm: KVM_SET_USER_MEMORY_REGION slot %d: %w", i, err)
+			return nil, err
 		}
 	}
 
@@ -144,28 +136,40 @@ func New(cfg Config) (_ *Machine, err error) {
 	return m, nil
 }
 
-// Close releases everything New acquired. Safe to call more than once.
+// Close releases everything New acquired, in this order, each step
+// needing what a later one releases:
+//  1. the console: the user's terminal is restored first, so whatever is
+//     printed after reads normally;
+//  2. the virtio devices, one closer each (pciSlot.close: reset through
+//     the transport, close the transport, close the backend). Before the
+//     VM, because the reset lowers the device's INTx line and the transport
+//     unregisters its ioeventfds through the VM fd; before guest RAM,
+//     because the device's goroutines use it until the reset returns;
+//  3. the vCPUs, the VM and /dev/kvm;
+//  4. guest RAM, which KVM's memory slots point at until the VM is gone.
+//
+// Safe to call more than once, and on a Machine New gave up on halfway.
 func (m *Machine) Close() {
-	for i := len(m.closers) - 1; i >= 0; i-- {
-		m.closers[i]()
-	}
-	m.closers = nil
-	for _, v := range m.vcpus {
-		_ = v.Close()
-	}
-	m.vcpus = nil
-	if m.vm != nil {
-		_ = m.vm.Close()
-		m.vm = nil
-	}
-	if m.sys != nil {
-		_ = m.sys.Close()
-		m.sys = nil
-	}
-	if m.ram != nil {
-		m.ram.free()
-		m.ram = nil
-	}
+	m.closeOnce.Do(func() {
+		if m.restoreConsole != nil {
+			m.restoreConsole()
+		}
+		for i := range m.slots {
+			m.slots[i].close(m.logf)
+		}
+		for _, v := range m.vcpus {
+			_ = v.Close()
+		}
+		if m.vm != nil {
+			_ = m.vm.Close()
+		}
+		if m.sys != nil {
+			_ = m.sys.Close()
+		}
+		if m.ram != nil {
+			m.ram.free()
+		}
+	})
 }
 
 // Stop ends the VM with the given result; the first caller wins.

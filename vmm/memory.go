@@ -75,7 +75,13 @@ func allocRAM(size uint64) (*ram, error) {
 	host, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
 	if err != nil {
-		return nil, fmt.Errorf("vmm: mmap %d MiB of guest RAM: %w", size>>20, err)
+		// MAP_NORESERVE commits no memory, so ENOMEM here is the
+		// address space: a limit (RLIMIT_AS) or, rarely, no hole.
+		hint := ""
+		if errors.Is(err, unix.ENOMEM) {
+			hint = " (is the address space limited? see ulimit -v; or use a smaller --mem)"
+		}
+		return nil, fmt.Errorf("vmm: mmap %d MiB of guest RAM: %w%s", size>>20, err, hint)
 	}
 	// Back the guest with transparent huge pages where the host allows it:
 	// fewer TLB misses and faster faulting of a large RAM.

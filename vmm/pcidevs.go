@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/govm/govm/irq"
 	"github.com/govm/govm/mptable"
@@ -19,11 +20,34 @@ type DiskConfig struct {
 	Serial   string
 }
 
-// pciSlot is a populated PCI slot, remembered for the MP table.
+// pciSlot is a populated PCI slot: a virtio device's transport and the
+// backend the device does its I/O on, for the MP table, the stats and
+// teardown.
 type pciSlot struct {
 	slot, irq uint8
 	dev       *virtiopci.Transport
+	backend   io.Closer // the disk image or the tap
 	what      string
+}
+
+// close is the device's one closer. The order is the only safe one:
+//  1. reset through the transport, under the lock that serialises the
+//     driver's register accesses (a vCPU cannot activate it again behind
+//     our back): when it returns the device's goroutines have stopped
+//     using guest RAM and the backend, the ISR is clear and the INTx line
+//     is low;
+//  2. close the transport: its ioeventfds are unregistered and their
+//     goroutines gone, so no kick arrives any more;
+//  3. close the backend, which nothing uses any more (a disk's lock goes
+//     with it; a tap govm created is deleted).
+func (s *pciSlot) close(logf func(format string, args ...any)) {
+	s.dev.Reset()
+	if err := s.dev.Close(); err != nil {
+		logf("%s: %v", s.what, err)
+	}
+	if err := s.backend.Close(); err != nil {
+		logf("%s: %v", s.what, err)
+	}
 }
 
 // setupPCI builds PCI bus 0 and plugs in the virtio devices: disks first,
@@ -31,16 +55,16 @@ type pciSlot struct {
 func (m *Machine) setupPCI() error {
 	bus, err := pci.NewBus(&m.bus, m.logf)
 	if err != nil {
-		return fmt.Errorf("vmm: %w", err)
+		return err
 	}
 	m.pci = bus
 	for i, d := range m.cfg.Disks {
 		what := fmt.Sprintf("disk %d (%s)", i, d.Path)
-		dev, err := m.openDisk(d, what)
+		dev, f, err := m.openDisk(d, what)
 		if err != nil {
-			return inputErrorf("--disk: %w", err)
+			return err
 		}
-		if err := m.addVirtio(dev, what); err != nil {
+		if err := m.addVirtio(dev, f, what); err != nil {
 			return err
 		}
 		m.disks = append(m.disks, dev)
@@ -62,11 +86,7 @@ func (m *Machine) setupPCI() error {
 			t.Close()
 			return fmt.Errorf("vmm: net %d: %w", i, err)
 		}
-		// Closers run in reverse: the device (reset with the transport)
-		// stops using the tap before the tap closes, which deletes a tap
-		// govm created.
-		m.closers = append(m.closers, func() { t.Close() })
-		if err := m.addVirtio(dev, fmt.Sprintf("net %d (%s)", i, t.Name())); err != nil {
+		if err := m.addVirtio(dev, t, fmt.Sprintf("net %d (%s)", i, t.Name())); err != nil {
 			return err
 		}
 		m.nets = append(m.nets, dev)
@@ -75,32 +95,34 @@ func (m *Machine) setupPCI() error {
 }
 
 // addVirtio wraps dev in the legacy virtio-PCI transport and plugs it into
-// the next free slot, with its notify register on a KVM ioeventfd.
-func (m *Machine) addVirtio(dev virtio.Device, what string) error {
+// the next free slot, with its notify register on a KVM ioeventfd. It takes
+// backend (dev's disk image or tap): from here on the slot's close, or
+// addVirtio itself when it fails, closes it.
+func (m *Machine) addVirtio(dev virtio.Device, backend io.Closer, what string) error {
 	slot := uint8(len(m.slots) + 1)
 	irqNum, ok := pci.SlotIRQ(slot)
 	if !ok {
+		backend.Close()
 		return inputErrorf("too many devices: govm has %d PCI interrupt lines; %s does not fit", len(m.slots), what)
 	}
 	name := what
 	logf := func(format string, args ...any) { m.logf(name+": "+format, args...) }
 	pd, err := virtiopci.New(dev, m.ram.mem, irq.KVMLine{Chip: m.vm, GSI: uint32(irqNum)}, irqNum, logf)
 	if err != nil {
+		backend.Close()
 		return fmt.Errorf("vmm: %s: %w", what, err)
 	}
 	if err := m.pci.Add(slot, pd); err != nil {
+		backend.Close()
 		return fmt.Errorf("vmm: %s: %w", what, err)
 	}
+	// From here on the slot's close undoes everything.
+	m.slots = append(m.slots, pciSlot{slot: slot, irq: irqNum, dev: pd, backend: backend, what: what})
 	// Kicks through an ioeventfd skip the exit to user space; without it
 	// (an old host) the port write on the vCPU thread still kicks.
 	if err := pd.EnableIOEventFD(m.vm); err != nil {
 		m.logf("%s: no ioeventfd (%v), kicks go through port exits", what, err)
 	}
-	m.closers = append(m.closers, func() {
-		dev.Reset()
-		pd.Close()
-	})
-	m.slots = append(m.slots, pciSlot{slot: slot, irq: irqNum, dev: pd, what: what})
 	return nil
 }
 

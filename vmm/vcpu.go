@@ -18,25 +18,25 @@ const (
 func (m *Machine) setupVCPUs() error {
 	supported, err := m.sys.SupportedCPUID()
 	if err != nil {
-		return fmt.Errorf("vmm: KVM_GET_SUPPORTED_CPUID: %w", err)
+		return err
 	}
 	for id := 0; id < m.cfg.CPUs; id++ {
 		v, err := m.vm.CreateVCPU(id)
 		if err != nil {
-			return fmt.Errorf("vmm: KVM_CREATE_VCPU %d: %w", id, err)
+			return err
 		}
 		m.vcpus = append(m.vcpus, v)
 		if err := v.SetCPUID(cpu.FilterCPUID(supported, id, m.cfg.CPUs, m.emulationOnly)); err != nil {
-			return fmt.Errorf("vmm: KVM_SET_CPUID2 vcpu %d: %w", id, err)
+			return err
 		}
 		if err := cpu.SetupLAPIC(v); err != nil {
-			return fmt.Errorf("vmm: LAPIC vcpu %d: %w", id, err)
+			return err
 		}
 		// Application processors stay in wait-for-SIPI (the in-kernel
 		// LAPIC's reset state) until the guest starts them.
 		if id == 0 {
 			if err := cpu.SetupLongMode(m.ram.mem, v, m.boot.entry, zeroPageAddr); err != nil {
-				return fmt.Errorf("vmm: boot vCPU set-up: %w", err)
+				return err
 			}
 		}
 	}
@@ -57,7 +57,7 @@ func (m *Machine) runVCPU(v *kvm.VCPU) {
 		}
 		exit, err := v.Run()
 		if err != nil {
-			m.Stop(Result{Status: 1, Reason: fmt.Sprintf("vCPU %d: KVM_RUN: %v", v.ID(), err)})
+			m.Stop(Result{Status: 1, Reason: err.Error()}) // "KVM_RUN vcpu N: ..."
 			return
 		}
 		if r, stop := m.handleExit(v, exit); stop {

@@ -21,10 +21,7 @@ func parseDisk(s string) (vmm.DiskConfig, error) {
 		case p == "rw":
 			dc.ReadOnly = false
 		case strings.HasPrefix(p, "serial="):
-			dc.Serial = strings.TrimPrefix(p, "serial=")
-			if len(dc.Serial) > 20 {
-				return dc, fmt.Errorf("--disk %q: serial %q is longer than 20 bytes (the virtio-blk ID limit)", s, dc.Serial)
-			}
+			dc.Serial = strings.TrimPrefix(p, "serial=") // vmm.New checks its length
 		default:
 			return dc, fmt.Errorf("--disk %q: unknown option %q; use --disk PATH[,ro][,serial=ID]", s, p)
 		}

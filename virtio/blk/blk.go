@@ -92,6 +92,15 @@ type Config struct {
 	Log func(format string, args ...any)
 }
 
+// Validate checks cfg against the device's limits: the serial is the
+// GET_ID answer, at most IDLen bytes (spec 5.2.6).
+func (cfg Config) Validate() error {
+	if len(cfg.Serial) > IDLen {
+		return fmt.Errorf("virtioblk: serial %q is longer than %d bytes (the GET_ID answer)", cfg.Serial, IDLen)
+	}
+	return nil
+}
+
 // Device is a virtio-blk device with one request queue served by one I/O
 // goroutine.
 type Device struct {
@@ -115,8 +124,8 @@ func New(backend Backend, cfg Config) (*Device, error) {
 	if backend == nil {
 		return nil, ErrNoBackend
 	}
-	if len(cfg.Serial) > IDLen {
-		return nil, fmt.Errorf("virtioblk: serial %q longer than %d bytes", cfg.Serial, IDLen)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	size, err := backend.Size()
 	if err != nil {

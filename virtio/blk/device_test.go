@@ -93,18 +93,22 @@ func TestMalformedStopsQueue(t *testing.T) {
 		name string
 		add  func(d *virtiotest.Driver)
 		kind error
+		msg  string // the exact text govm logs
 	}{
-		{"short header", func(d *virtiotest.Driver) { d.AddChain([][]byte{make([]byte, 8)}, []int{1}) }, ErrBadRequest},
+		{"short header", func(d *virtiotest.Driver) { d.AddChain([][]byte{make([]byte, 8)}, []int{1}) }, ErrBadRequest,
+			"virtio: queue 0 head 0: virtioblk: malformed request: header of 8 bytes, want 16"},
 		{"header split short", func(d *virtiotest.Driver) {
 			d.AddChain([][]byte{make([]byte, 8), make([]byte, 7)}, []int{SectorSize + 1})
-		}, ErrBadRequest},
-		{"no status byte", func(d *virtiotest.Driver) { d.AddChain([][]byte{header(TypeFlush, 0)}, nil) }, ErrBadRequest},
-		{"no readable part", func(d *virtiotest.Driver) { d.AddChain(nil, []int{17}) }, ErrBadRequest},
+		}, ErrBadRequest, "virtio: queue 0 head 0: virtioblk: malformed request: header of 15 bytes, want 16"},
+		{"no status byte", func(d *virtiotest.Driver) { d.AddChain([][]byte{header(TypeFlush, 0)}, nil) }, ErrBadRequest,
+			"virtio: queue 0 head 0: virtioblk: malformed request: no device-writable status byte"},
+		{"no readable part", func(d *virtiotest.Driver) { d.AddChain(nil, []int{17}) }, ErrBadRequest,
+			"virtio: queue 0 head 0: virtioblk: malformed request: header of 0 bytes, want 16"},
 		{"descriptor loop", func(d *virtiotest.Driver) {
 			d.SetDesc(0, 0x80000, 16, virtio.DescFlagNext, 0)
 			d.PublishAvail(0)
-		}, virtio.ErrDescLoop},
-		{"avail jump", func(d *virtiotest.Driver) { d.SetAvailIdx(QueueSize + 5) }, virtio.ErrAvailIdx},
+		}, virtio.ErrDescLoop, ""},
+		{"avail jump", func(d *virtiotest.Driver) { d.SetAvailIdx(QueueSize + 5) }, virtio.ErrAvailIdx, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +122,9 @@ func TestMalformedStopsQueue(t *testing.T) {
 			var ge *virtio.GuestError
 			if !errors.As(err, &ge) || !errors.Is(err, tt.kind) {
 				t.Fatalf("DeviceError(%v), want GuestError %v", err, tt.kind)
+			}
+			if tt.msg != "" && err.Error() != tt.msg {
+				t.Fatalf("DeviceError says\n\t%q\nwant\n\t%q", err, tt.msg)
 			}
 			used := e.d.UsedIdx()
 			e.d.AddChain([][]byte{header(TypeFlush, 0)}, []int{1})

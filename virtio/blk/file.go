@@ -35,16 +35,17 @@ func OpenFile(path string, readOnly bool) (*File, error) {
 	if readOnly {
 		flag, how = os.O_RDONLY, unix.LOCK_SH
 	}
+	// os errors (*fs.PathError) name the path already.
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("virtioblk: disk %s: %w", path, err)
+		return nil, fmt.Errorf("virtioblk: %w", err)
 	}
 	if st.IsDir() {
 		return nil, fmt.Errorf("virtioblk: disk %s %w", path, ErrIsDir)
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		return nil, fmt.Errorf("virtioblk: disk %s: %w", path, err)
+		return nil, fmt.Errorf("virtioblk: %w", err)
 	}
 	if err := flock(f, how|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -57,7 +58,7 @@ func OpenFile(path string, readOnly bool) (*File, error) {
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("virtioblk: disk %s: size: %w", path, err)
+		return nil, fmt.Errorf("virtioblk: size: %w", err)
 	}
 	if size == 0 {
 		f.Close()

@@ -47,8 +47,8 @@ func (w *worker) handle(c *virtio.Chain) (uint32, error) {
 	n, _ := io.ReadFull(c.Reader(), hdr[:])
 	r, err := parseRequest(hdr[:n], c.ReadableLen(), c.WritableLen(), w.dev.capacity)
 	if err != nil {
-		return 0, &virtio.GuestError{Queue: w.srv.Queue.Index, Head: c.Head, HeadValid: true,
-			Err: ErrBadRequest, Reason: err.Error()}
+		// err wraps ErrBadRequest and says what was wrong.
+		return 0, &virtio.GuestError{Queue: w.srv.Queue.Index, Head: c.Head, HeadValid: true, Err: err}
 	}
 	status, data := r.status, uint64(0)
 	if status == StatusOK {

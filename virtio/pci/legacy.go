@@ -351,6 +351,19 @@ func (d *Transport) activate() {
 	d.active = true
 }
 
+// Reset stops the device and returns the transport to its power-on state,
+// exactly as a driver's write of 0 to the status register does: when it
+// returns the device's goroutines have stopped, the queues are forgotten,
+// the ISR is clear and the interrupt line is low. The VMM calls it on
+// teardown; going through the transport (not the device's own Reset)
+// serialises it with a vCPU's register accesses, which could otherwise
+// activate the device again behind it, and leaves no line high.
+func (d *Transport) Reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reset()
+}
+
 // reset is a driver write of 0 to the status register (spec 2.4, 4.1.4.8):
 // stop the device, forget every queue, clear the ISR and lower the line.
 // Called with d.mu held.
