@@ -170,10 +170,12 @@ struct virtqueue *virtio_setup_vq(struct virtio_dev *d, int index)
 	vq->data = alloc_zeroed(sizeof(void *) * num, 16);
 	vq->next_free = alloc_zeroed(sizeof(uint16_t) * num, 16);
 	vq->chain_len = alloc_zeroed(sizeof(uint16_t) * num, 16);
+	vq->in_len = alloc_zeroed(sizeof(uint32_t) * num, 16);
 	if (virtio_has(d->guest_features, VIRTIO_RING_F_INDIRECT_DESC))
 		vq->indir = alloc_zeroed(sizeof(struct vring_desc) * num *
 					 VIRTIO_MAX_INDIRECT, 16);
 	if (!vq->ring_mem || !vq->data || !vq->next_free || !vq->chain_len ||
+	    !vq->in_len ||
 	    (virtio_has(d->guest_features, VIRTIO_RING_F_INDIRECT_DESC) &&
 	     !vq->indir))
 		return NULL;

@@ -108,7 +108,9 @@ struct virtqueue {
 	void **data;               /* token per head, NULL when free */
 	uint16_t *next_free;       /* free list, kept out of device reach */
 	uint16_t *chain_len;       /* descriptors per head (direct chains) */
+	uint32_t *in_len;          /* device-writable bytes per head */
 	struct vring_desc *indir;  /* num * VIRTIO_MAX_INDIRECT entries */
+	const char *bad_why;       /* what broke it (BAD_RING's message) */
 	/* Counters. */
 	unsigned long kicks, kicks_suppressed, completions, bad_used;
 };

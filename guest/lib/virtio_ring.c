@@ -7,6 +7,21 @@
 #include "virtio.h"
 #include "alloc.h"
 #include "io.h"
+#include "printf.h"
+
+/* BAD_RING (virtio_ring.c): the device handed back something no correct
+ * device can; the queue is broken until reset, every later add/get_buf
+ * fails, and the reason is printed once (Linux: dev_err + vq->broken). */
+static void bad_ring(struct virtqueue *vq, const char *why, uint32_t a,
+		     uint32_t b)
+{
+	vq->bad_used++;
+	if (vq->broken)
+		return;
+	vq->broken = true;
+	vq->bad_why = why;
+	printf("virtio: BAD_RING vq %u: %s (%u, %u)\n", vq->index, why, a, b);
+}
 
 int virtqueue_add(struct virtqueue *vq, const struct vbuf *bufs, int out,
 		  int in, void *token, bool indirect)
@@ -14,6 +29,7 @@ int virtqueue_add(struct virtqueue *vq, const struct vbuf *bufs, int out,
 	int total = out + in;
 	int used = total;
 	uint16_t head, i, prev = 0, slot;
+	uint32_t in_bytes = 0;
 
 	if (total <= 0 || !token || vq->broken)
 		return -1;
@@ -58,6 +74,9 @@ int virtqueue_add(struct virtqueue *vq, const struct vbuf *bufs, int out,
 	vq->free_head = i;
 	vq->data[head] = token;
 	vq->chain_len[head] = (uint16_t)used;
+	for (int k = out; k < total; k++)
+		in_bytes += bufs[k].len;
+	vq->in_len[head] = in_bytes;
 
 	slot = vq->avail_idx_shadow & (uint16_t)(vq->num - 1);
 	vq->avail->ring[slot] = head;
@@ -67,6 +86,10 @@ int virtqueue_add(struct virtqueue *vq, const struct vbuf *bufs, int out,
 	vq->avail_idx_shadow++;
 	vq->avail->idx = vq->avail_idx_shadow;
 	vq->num_added++;
+	/* virtqueue_add_split: kick_prepare computes "old" from num_added,
+	 * a 16-bit count; before it wraps, the device must hear of these. */
+	if (vq->num_added == 0xffff)
+		virtqueue_kick(vq);
 	return 0;
 }
 
@@ -126,26 +149,52 @@ static void detach_buf(struct virtqueue *vq, uint16_t head)
 
 void *virtqueue_get_buf(struct virtqueue *vq, uint32_t *len)
 {
-	uint16_t slot;
-	uint32_t id;
+	uint16_t slot, used_idx;
+	uint32_t id, ulen;
 	void *token;
 
-	if (vq->broken || !virtqueue_more_used(vq))
+	if (vq->broken)
 		return 0;
+	used_idx = vq->used->idx;
+	if (used_idx == vq->last_used_idx)
+		return 0;
+	/* Stricter than Linux's more_used_split (which takes any idx): the
+	 * device cannot have used more entries than the ring holds. */
+	if ((uint16_t)(used_idx - vq->last_used_idx) > vq->num) {
+		bad_ring(vq, "used idx ahead of last_used by more than the ring",
+			 used_idx, vq->last_used_idx);
+		return 0;
+	}
 	/* virtio_rmb: read the used entry only after seeing the idx that
 	 * publishes it. */
 	virtio_rmb();
 	slot = vq->last_used_idx & (uint16_t)(vq->num - 1);
 	id = vq->used->ring[slot].id;
-	if (len)
-		*len = vq->used->ring[slot].len;
-	/* The device is not trusted either (Linux: BAD_RING): an id out of
-	 * range or not in flight breaks the queue until reset. */
-	if (id >= vq->num || !vq->data[id]) {
-		vq->bad_used++;
-		vq->broken = true;
+	ulen = vq->used->ring[slot].len;
+	/* virtqueue_get_buf_ctx_split: BAD_RING "id %u out of range" and
+	 * "id %u is not a head!". */
+	if (id >= vq->num) {
+		bad_ring(vq, "used id out of range", id, vq->num);
 		return 0;
 	}
+	if (!vq->data[id]) {
+		bad_ring(vq, "used id is not a head in flight", id, 0);
+		return 0;
+	}
+	/* The length the device says it wrote cannot exceed what the chain
+	 * let it write (spec 2.7.8.1: "the device MUST NOT write more than
+	 * len bytes" and len counts written bytes). Linux's ring core had
+	 * this check for a while (vring_check_used_len, "used len %d is
+	 * larger than in buflen %u", since reverted and left to drivers);
+	 * virtio_net still makes it per buffer (receive_mergeable's "len %u
+	 * exceeds truesize"). Ours keeps it for every queue. */
+	if (ulen > vq->in_len[id]) {
+		bad_ring(vq, "used len larger than the chain's writable length",
+			 ulen, vq->in_len[id]);
+		return 0;
+	}
+	if (len)
+		*len = ulen;
 	token = vq->data[id];
 	detach_buf(vq, (uint16_t)id);
 	vq->last_used_idx++;

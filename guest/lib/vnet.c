@@ -4,6 +4,7 @@
 #include "io.h"
 #include "printf.h"
 #include "string.h"
+#include "tsc.h"
 
 #define NET_CFG_MAC 0
 #define NET_CFG_STATUS 6
@@ -21,6 +22,7 @@ void vnet_opts_from_cmdline(struct vnet_opts *o)
 	o->csum = cmdline_get_int("net.csum", 0) != 0;
 	o->rx_bufs = (uint32_t)cmdline_get_int("net.rx_bufs", 256);
 	o->rx_buf = (uint32_t)cmdline_get_int("net.rx_buf", VNET_BUF_SIZE);
+	o->napi_hold_us = (uint32_t)cmdline_get_int("net.napi_hold_us", 0);
 }
 
 /* CPL0 (skb_recv_done + virtqueue_napi_schedule): a queue interrupt while
@@ -341,6 +343,12 @@ int vnet_poll(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
 		virtqueue_disable_cb(n->rx);
 		n->napi_repoll++;
 		return done; /* still scheduled */
+	}
+	if (n->o.napi_hold_us) {
+		uint64_t end = rdtsc() + n->o.napi_hold_us * tsc_khz() / 1000;
+
+		while (rdtsc() < end)
+			cpu_relax();
 	}
 	/* The ring state is ours until here; the hook may take over after. */
 	barrier();

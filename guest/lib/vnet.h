@@ -59,6 +59,10 @@ struct vnet_opts {
 	bool csum;      /* net.csum=1 negotiates CSUM + GUEST_CSUM */
 	uint32_t rx_bufs;   /* net.rx_bufs= (256, capped at the queue size) */
 	uint32_t rx_buf;    /* net.rx_buf= bytes per mergeable buffer (2048) */
+	/* net.napi_hold_us= (test knob, 0): hold the NAPI completion window
+	 * (callbacks re-enabled, poll not yet marked idle) open this long,
+	 * so interrupts land in it (the race napi_complete_done closes). */
+	uint32_t napi_hold_us;
 };
 
 /* rx_fn gets each received frame (Ethernet header first) with the header
