@@ -49,8 +49,12 @@ func TestNetNAPIMissed(t *testing.T) {
 	quitGuest(t, ns, v)
 	o := v.wait(t)
 	r := result(t, o, "net-echo")
-	t.Logf("ping: sent %d received %d; guest: napi_irqs=%s hook_busy=%s napi_repoll=%s interrupts=%s",
-		sent, recv, r.KV["napi_irqs"], r.KV["hook_busy"], r.KV["napi_repoll"], r.KV["interrupts"])
+	t.Logf("ping: sent %d received %d; guest: napi_irqs=%s hook_busy=%s napi_missed=%s napi_repoll=%s interrupts=%s",
+		sent, recv, r.KV["napi_irqs"], r.KV["hook_busy"], r.KV["napi_missed"], r.KV["napi_repoll"], r.KV["interrupts"])
+	// The window must actually have been hit, or this proved nothing.
+	if n, err := r.Int("napi_missed"); err != nil || n == 0 {
+		t.Errorf("napi_missed=%s: no interrupt landed in the held completion window", r.KV["napi_missed"])
+	}
 	if r.KV["end"] != "quit" {
 		t.Errorf("net-echo end=%s, want quit", r.KV["end"])
 	}

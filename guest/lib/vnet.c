@@ -26,23 +26,56 @@ void vnet_opts_from_cmdline(struct vnet_opts *o)
 }
 
 /* CPL0 (skb_recv_done + virtqueue_napi_schedule): a queue interrupt while
- * the CPL3 poller sits idle with callbacks on schedules a poll and turns
- * RX callbacks off, so the device stops interrupting until the poll is
- * complete. While a poll is scheduled the CPL3 side owns the ring state
- * and the hook leaves it alone. */
+ * the CPL3 poller sits idle schedules a poll and turns RX callbacks off, so
+ * the device stops interrupting until the poll is complete. While a poll is
+ * scheduled the CPL3 side owns the ring state and the hook leaves it alone,
+ * but it must not forget the interrupt: like napi_schedule_prep it sets
+ * MISSED, and the completion then polls again (napi_complete_done).
+ * Without that, an interrupt arriving after the poll's last re-check and
+ * before it went idle was lost, and with EVENT_IDX the device, having
+ * signalled used_event once, never interrupts again. Interrupts are off
+ * here and CPL3 changes napi_state only with one locked instruction, so a
+ * plain read-modify-write is atomic against it. */
 static void vnet_irq_hook(struct virtio_dev *d, uint8_t isr)
 {
 	struct vnet *n = d->priv;
 
 	if (!(isr & VIRTIO_ISR_QUEUE) || !n || !n->rx)
 		return;
-	if (n->napi_sched) {
+	if (n->napi_state & VNET_NAPI_SCHED) {
+		n->napi_state |= VNET_NAPI_MISSED;
 		n->hook_busy++;
 		return;
 	}
 	virtqueue_disable_cb(n->rx);
-	n->napi_sched = 1;
+	n->napi_state = VNET_NAPI_SCHED;
 	n->napi_irqs++;
+}
+
+/* napi_complete (CPL3) is napi_complete_done: clear SCHED unless MISSED is
+ * set, in which case clear MISSED, keep SCHED and return false (poll
+ * again). One cmpxchg, so the hook sees either "scheduled" (and sets
+ * MISSED, which this loop then sees) or "idle" (and schedules itself). */
+static bool napi_complete(struct vnet *n)
+{
+	uint32_t old = n->napi_state, want;
+
+	do {
+		want = (old & VNET_NAPI_MISSED) ? VNET_NAPI_SCHED : 0;
+	} while (!__atomic_compare_exchange_n(&n->napi_state, &old, want,
+					      false, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
+	return !(old & VNET_NAPI_MISSED);
+}
+
+/* napi_schedule_prep at CPL3: take the poll unless the hook already did. */
+static bool napi_schedule_prep(struct vnet *n)
+{
+	uint32_t idle = 0;
+
+	return __atomic_compare_exchange_n(&n->napi_state, &idle,
+					   VNET_NAPI_SCHED, false,
+					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 /* One RX buffer: mergeable buffers are one descriptor with the header at
@@ -142,7 +175,7 @@ int vnet_open(struct vnet *n, int index, const struct vnet_opts *o)
 		 * callbacks and re-checks, as virtnet_open's napi_enable +
 		 * schedule does. */
 		virtqueue_disable_cb(n->rx);
-		n->napi_sched = 1;
+		n->napi_state = VNET_NAPI_SCHED;
 	}
 	virtio_driver_ok(d);
 	/* Buffers posted before DRIVER_OK: tell the device (virtnet_open
@@ -239,7 +272,7 @@ bool vnet_rx_ready(struct vnet *n)
 {
 	if (n->o.poll)
 		return virtqueue_more_used(n->rx);
-	return n->napi_sched != 0;
+	return (n->napi_state & VNET_NAPI_SCHED) != 0;
 }
 
 /* One used RX buffer. Returns true when a whole frame was delivered. */
@@ -322,10 +355,11 @@ static int rx_drain(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
 
 int vnet_poll(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
 {
+	uint16_t opaque;
 	int done;
 
 	n->polls++;
-	if (!n->o.poll && !n->napi_sched)
+	if (!n->o.poll && !(n->napi_state & VNET_NAPI_SCHED))
 		return 0;
 	done = rx_drain(n, budget, fn, ctx);
 	/* try_fill_recv's kick: only for buffers re-posted, and only if
@@ -336,23 +370,29 @@ int vnet_poll(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
 		return -1;
 	if (n->o.poll || done >= budget)
 		return done; /* stay scheduled, as napi does at full budget */
-	/* virtqueue_napi_complete: callbacks on, then re-check; a buffer
-	 * used in the window between the drain and enable would otherwise
-	 * get neither an interrupt (we had them off) nor a poll. */
-	if (!virtqueue_enable_cb(n->rx)) {
-		virtqueue_disable_cb(n->rx);
-		n->napi_repoll++;
-		return done; /* still scheduled */
-	}
+	/* virtqueue_napi_complete: callbacks on (used_event = last_used),
+	 * then napi_complete_done, then re-check the ring: a buffer used
+	 * before the re-check is seen here; one used after it finds
+	 * callbacks on and interrupts, and the hook schedules a new poll
+	 * (or, while we were still scheduled, sets MISSED). */
+	opaque = virtqueue_enable_cb_prepare(n->rx);
 	if (n->o.napi_hold_us) {
+		/* Test knob: keep the completion window open. */
 		uint64_t end = rdtsc() + n->o.napi_hold_us * tsc_khz() / 1000;
 
 		while (rdtsc() < end)
 			cpu_relax();
 	}
-	/* The ring state is ours until here; the hook may take over after. */
-	barrier();
-	n->napi_sched = 0;
+	if (!napi_complete(n)) {
+		/* MISSED: an interrupt arrived while we were scheduled. */
+		virtqueue_disable_cb(n->rx);
+		n->napi_missed++;
+		return done; /* still scheduled: the caller polls again */
+	}
+	if (virtqueue_poll(n->rx, opaque) && napi_schedule_prep(n)) {
+		virtqueue_disable_cb(n->rx);
+		n->napi_repoll++;
+	}
 	return done;
 }
 
@@ -363,11 +403,11 @@ void vnet_print_counters(struct vnet *n)
 	virtio_counters(n->vd, &c);
 	printf(" kicks=%lu interrupts=%lu isr_reads=%lu spurious=%lu "
 	       "rx_kicks=%lu tx_kicks=%lu kicks_suppressed=%lu napi_irqs=%lu "
-	       "hook_busy=%lu napi_repoll=%lu rx_partial=%lu rx_merged=%lu "
+	       "hook_busy=%lu napi_missed=%lu napi_repoll=%lu rx_partial=%lu rx_merged=%lu "
 	       "rx_bad=%lu rx_refill_fail=%lu tx_full=%lu config_irqs=%lu",
 	       c.kicks, c.interrupts, c.isr_reads, c.spurious, n->rx->kicks,
 	       n->tx->kicks, c.kicks_suppressed, n->napi_irqs, n->hook_busy,
-	       n->napi_repoll, n->rx_partial, n->rx_merged, n->rx_bad,
+	       n->napi_missed, n->napi_repoll, n->rx_partial, n->rx_merged, n->rx_bad,
 	       n->rx_refill_fail, n->tx_full, c.config_irqs);
 }
 

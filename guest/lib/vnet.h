@@ -51,6 +51,9 @@ struct virtio_net_hdr {
 #define VNET_MAX_FRAME 1514 /* Ethernet header + MTU, no FCS */
 #define VNET_BUF_SIZE 2048  /* one TX slot or default RX buffer */
 
+#define VNET_NAPI_SCHED 1u  /* a poll is scheduled: CPL3 owns the RX ring */
+#define VNET_NAPI_MISSED 2u /* an interrupt came while it was */
+
 struct vnet_opts {
 	bool poll;      /* net.poll=1: no RX interrupts, poll the used ring */
 	bool mrg;       /* net.mrg=0 refuses VIRTIO_NET_F_MRG_RXBUF */
@@ -91,13 +94,17 @@ struct vnet {
 	uint16_t *tx_free;
 	uint32_t tx_n, tx_nfree;
 	bool tx_pending_kick;
-	/* NAPI state shared with the CPL0 hook. */
-	volatile int napi_sched;
+	/* NAPI state shared with the CPL0 hook: VNET_NAPI_SCHED and
+	 * VNET_NAPI_MISSED bits (napi->state's NAPI_STATE_SCHED/MISSED). The
+	 * hook changes it with interrupts off; CPL3 only with one locked
+	 * cmpxchg, so neither side can lose the other's update. */
+	volatile uint32_t napi_state;
 	/* Counters (CPL3 unless noted). */
 	volatile unsigned long napi_irqs;  /* CPL0: polls scheduled */
 	volatile unsigned long hook_busy;  /* CPL0: irq while polling */
 	unsigned long rx_frames, rx_bytes, rx_bufs_used, rx_bad, rx_partial,
 		rx_refill_fail, rx_merged, polls, napi_repoll;
+	unsigned long napi_missed; /* completions that found MISSED: re-polled */
 	unsigned long tx_frames, tx_bytes, tx_full, tx_reaped;
 };
 
