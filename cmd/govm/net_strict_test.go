@@ -13,7 +13,9 @@ import (
 )
 
 // pingFlood runs ping -f -q inside ns, bounded by count and by -w seconds,
-// and returns its summary numbers and output.
+// and returns its summary numbers and output. With -w, ping waits for
+// count replies (not just count requests); with a preload it may send a
+// few more than count, so callers check recv >= count.
 func pingFlood(t *testing.T, ns string, count, preload, size, deadline int) (sent, recv int, out string) {
 	t.Helper()
 	argv := []string{"timeout", fmt.Sprint(deadline + 30), "ping", "-q", "-f", "-c", fmt.Sprint(count),
@@ -43,7 +45,7 @@ func TestNetNAPIMissed(t *testing.T) {
 	waitReachable(t, ns, v, 30*time.Second)
 	const pings = 5000
 	sent, recv, out := pingFlood(t, ns, pings, 8, 56, 30)
-	if sent != pings || recv != sent {
+	if recv < pings {
 		t.Errorf("ping -f -l 8 -c %d: sent %d, received %d (the guest stopped answering)\n%s", pings, sent, recv, out)
 	}
 	quitGuest(t, ns, v)

@@ -206,8 +206,8 @@ func TestNetUDPEcho(t *testing.T) {
 			quitGuest(t, ns, v)
 			o := v.wait(t)
 			r := result(t, o, "net-echo")
-			t.Logf("%d sizes, %d retries; guest: udp=%s rx_merged=%s rx_partial=%s interrupts=%s kicks=%s udp_csum_offload=%s",
-				len(udpSizes()), retries, r.KV["udp"], r.KV["rx_merged"], r.KV["rx_partial"], r.KV["interrupts"],
+			t.Logf("%d sizes, %d retries; guest: udp=%s rx_merged=%s rx_missing=%s interrupts=%s kicks=%s udp_csum_offload=%s",
+				len(udpSizes()), retries, r.KV["udp"], r.KV["rx_merged"], r.KV["rx_missing"], r.KV["interrupts"],
 				r.KV["kicks"], r.KV["udp_csum_offload"])
 			if bad > 0 {
 				t.Errorf("%d sizes never came back intact", bad)

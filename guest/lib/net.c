@@ -120,7 +120,8 @@ struct netif *net_get(const char *name)
 	e = vnet_open(&nif->vn, 0, &o);
 	if (e < 0) {
 		if_state = -1;
-		report(name, false, "reason=%s", e == -1 ? "no_device" : "no_queue");
+		report(name, false, "reason=%s", e == -1 ? "no_device" :
+		       e == -3 ? "bad_mac" : "no_queue");
 		return 0;
 	}
 	if_state = 1;

@@ -146,22 +146,12 @@ static uint64_t vring_size(unsigned num)
 	return a + 2 * 3 + 8ull * num;
 }
 
-struct virtqueue *virtio_setup_vq(struct virtio_dev *d, int index)
+int virtqueue_init(struct virtqueue *vq, struct virtio_dev *d, int index,
+		   uint16_t num)
 {
-	struct virtqueue *vq;
-	uint16_t num;
-	uint64_t avail_off;
+	bool indirect = virtio_has(d->guest_features,
+				   VIRTIO_RING_F_INDIRECT_DESC);
 
-	if (index >= VIRTIO_MAX_VQS)
-		return NULL;
-	outw((uint16_t)(d->io + VIRTIO_PCI_QUEUE_SEL), (uint16_t)index);
-	num = inw((uint16_t)(d->io + VIRTIO_PCI_QUEUE_NUM));
-	/* Size 0: no such queue; a PFN already set: the queue is live. A
-	 * legacy ring size must be a power of two (spec 2.6). */
-	if (!num || (num & (num - 1)) ||
-	    inl((uint16_t)(d->io + VIRTIO_PCI_QUEUE_PFN)))
-		return NULL;
-	vq = &d->vqs[index];
 	memset(vq, 0, sizeof(*vq));
 	vq->vdev = d;
 	vq->index = (uint16_t)index;
@@ -171,25 +161,44 @@ struct virtqueue *virtio_setup_vq(struct virtio_dev *d, int index)
 	vq->next_free = alloc_zeroed(sizeof(uint16_t) * num, 16);
 	vq->chain_len = alloc_zeroed(sizeof(uint16_t) * num, 16);
 	vq->in_len = alloc_zeroed(sizeof(uint32_t) * num, 16);
-	if (virtio_has(d->guest_features, VIRTIO_RING_F_INDIRECT_DESC))
+	if (indirect)
 		vq->indir = alloc_zeroed(sizeof(struct vring_desc) * num *
 					 VIRTIO_MAX_INDIRECT, 16);
 	if (!vq->ring_mem || !vq->data || !vq->next_free || !vq->chain_len ||
-	    !vq->in_len ||
-	    (virtio_has(d->guest_features, VIRTIO_RING_F_INDIRECT_DESC) &&
-	     !vq->indir))
-		return NULL;
-	avail_off = 16ull * num;
+	    !vq->in_len || (indirect && !vq->indir))
+		return -1;
 	vq->desc = vq->ring_mem;
-	vq->avail = (void *)((char *)vq->ring_mem + avail_off);
+	vq->avail = (void *)((char *)vq->ring_mem + 16ull * num);
 	vq->used = (void *)((char *)vq->ring_mem +
 			    vring_size(num) - (2 * 3 + 8ull * num));
 	vq->event = virtio_has(d->guest_features, VIRTIO_RING_F_EVENT_IDX);
-	vq->indirect = vq->indir != NULL;
+	vq->indirect = indirect;
 	vq->num_free = num;
 	vq->free_head = 0;
 	for (uint16_t i = 0; i + 1 < num; i++)
 		vq->next_free[i] = (uint16_t)(i + 1);
+	return 0;
+}
+
+struct virtqueue *virtio_setup_vq(struct virtio_dev *d, int index)
+{
+	struct virtqueue *vq;
+	uint16_t num;
+
+	if (index >= VIRTIO_MAX_VQS)
+		return NULL;
+	outw((uint16_t)(d->io + VIRTIO_PCI_QUEUE_SEL), (uint16_t)index);
+	num = inw((uint16_t)(d->io + VIRTIO_PCI_QUEUE_NUM));
+	/* Size 0: no such queue; a PFN already set: the queue is live
+	 * (vp_legacy setup_vq: -ENOENT). A ring size must be a power of two
+	 * (vring_create_virtqueue: "Bad virtqueue length") and at most
+	 * 32768 (spec 2.6). */
+	if (!num || (num & (num - 1)) || num > 32768 ||
+	    inl((uint16_t)(d->io + VIRTIO_PCI_QUEUE_PFN)))
+		return NULL;
+	vq = &d->vqs[index];
+	if (virtqueue_init(vq, d, index, num) < 0)
+		return NULL;
 	outl((uint16_t)(d->io + VIRTIO_PCI_QUEUE_PFN),
 	     (uint32_t)(virt_to_phys(vq->ring_mem) >> VIRTIO_PCI_QUEUE_ADDR_SHIFT));
 	if (index >= d->nvqs)

@@ -153,6 +153,11 @@ void virtio_set_features(struct virtio_dev *d, uint32_t features);
  * is already active (PFN != 0), as Linux's setup_vq does. */
 struct virtqueue *virtio_setup_vq(struct virtio_dev *d, int index);
 void virtio_driver_ok(struct virtio_dev *d);
+/* virtqueue_init lays out a fresh ring of num entries in new memory and
+ * the driver state for it, without telling any device (virtio_setup_vq
+ * then writes the PFN; tests/vring.c drives it as a fake device). */
+int virtqueue_init(struct virtqueue *vq, struct virtio_dev *d, int index,
+		   uint16_t num);
 /* virtio_reset writes status 0 and reads it back (vp_legacy_reset: the
  * read flushes the write), forgets the queues and zeroes the counters. */
 void virtio_reset(struct virtio_dev *d);

@@ -9,9 +9,6 @@
 #define NET_CFG_MAC 0
 #define NET_CFG_STATUS 6
 #define REASM_MAX 65536
-/* A num_buffers above this is nonsense from the device (a frame of at most
- * 64 KiB in buffers of at least 256 bytes). */
-#define MERGE_MAX 256
 
 void vnet_opts_from_cmdline(struct vnet_opts *o)
 {
@@ -23,6 +20,8 @@ void vnet_opts_from_cmdline(struct vnet_opts *o)
 	o->rx_bufs = (uint32_t)cmdline_get_int("net.rx_bufs", 256);
 	o->rx_buf = (uint32_t)cmdline_get_int("net.rx_buf", VNET_BUF_SIZE);
 	o->napi_hold_us = (uint32_t)cmdline_get_int("net.napi_hold_us", 0);
+	o->mac_only = cmdline_get_int("net.mac_only", 0) != 0;
+	o->kick_each = o->mac_only;
 }
 
 /* CPL0 (skb_recv_done + virtqueue_napi_schedule): a queue interrupt while
@@ -116,15 +115,19 @@ int vnet_open(struct vnet *n, int index, const struct vnet_opts *o)
 	d->irq_hook = 0;
 	d->priv = n;
 	host = virtio_begin(d);
-	want = 1u << VIRTIO_NET_F_MAC | 1u << VIRTIO_NET_F_STATUS;
-	if (o->mrg)
-		want |= 1u << VIRTIO_NET_F_MRG_RXBUF;
-	if (o->event_idx)
-		want |= 1u << VIRTIO_RING_F_EVENT_IDX;
-	if (o->any_layout)
-		want |= 1u << VIRTIO_F_ANY_LAYOUT;
-	if (o->csum)
-		want |= 1u << VIRTIO_NET_F_CSUM | 1u << VIRTIO_NET_F_GUEST_CSUM;
+	want = 1u << VIRTIO_NET_F_MAC;
+	if (!o->mac_only) {
+		want |= 1u << VIRTIO_NET_F_STATUS;
+		if (o->mrg)
+			want |= 1u << VIRTIO_NET_F_MRG_RXBUF;
+		if (o->event_idx)
+			want |= 1u << VIRTIO_RING_F_EVENT_IDX;
+		if (o->any_layout)
+			want |= 1u << VIRTIO_F_ANY_LAYOUT;
+		if (o->csum)
+			want |= 1u << VIRTIO_NET_F_CSUM |
+				1u << VIRTIO_NET_F_GUEST_CSUM;
+	}
 	virtio_set_features(d, host & want);
 	n->mrg = virtio_has(d->guest_features, VIRTIO_NET_F_MRG_RXBUF);
 	n->any_layout = virtio_has(d->guest_features, VIRTIO_F_ANY_LAYOUT);
@@ -136,10 +139,18 @@ int vnet_open(struct vnet *n, int index, const struct vnet_opts *o)
 			n->mac[i] = virtio_config8(d, NET_CFG_MAC + i);
 	else
 		memcpy(n->mac, "\x52\x54\x00\x12\x34\x56", 6);
-	n->status = virtio_has(d->guest_features, VIRTIO_NET_F_STATUS) ?
-		    (uint16_t)(virtio_config8(d, NET_CFG_STATUS) |
-			       virtio_config8(d, NET_CFG_STATUS + 1) << 8) :
-		    VIRTIO_NET_S_LINK_UP;
+	/* virtnet_probe takes the device's MAC as is, but the interface
+	 * then refuses to come up (eth_validate_addr at dev_open:
+	 * -EADDRNOTAVAIL) when it is multicast or zero. */
+	if (!vnet_mac_valid(n->mac)) {
+		printf("vnet: invalid MAC %02x:%02x:%02x:%02x:%02x:%02x\n",
+		       n->mac[0], n->mac[1], n->mac[2], n->mac[3], n->mac[4],
+		       n->mac[5]);
+		virtio_set_status(d, VIRTIO_S_FAILED);
+		return -3;
+	}
+	n->status = VIRTIO_NET_S_LINK_UP;
+	vnet_link_update(n);
 	n->rx = virtio_setup_vq(d, 0);
 	n->tx = virtio_setup_vq(d, 1);
 	if (!n->rx || !n->tx)
@@ -150,8 +161,10 @@ int vnet_open(struct vnet *n, int index, const struct vnet_opts *o)
 	if (n->mrg && o->rx_buf >= 64 && o->rx_buf <= 16384)
 		n->rx_size = o->rx_buf;
 	n->rx_n = o->rx_bufs ? o->rx_bufs : 256;
-	if (n->rx_n > n->rx->num)
-		n->rx_n = n->rx->num;
+	/* Without ANY_LAYOUT (and without MRG_RXBUF) a buffer takes two
+	 * descriptors: header and frame (spec 5.1.6.6, legacy). */
+	if (n->rx_n > n->rx->num / (n->mrg || n->any_layout ? 1u : 2u))
+		n->rx_n = n->rx->num / (n->mrg || n->any_layout ? 1u : 2u);
 	n->tx_n = n->tx->num;
 	n->rx_pool = alloc_zeroed((size_t)n->rx_n * n->rx_size, 64);
 	n->tx_pool = alloc_zeroed((size_t)n->tx_n * VNET_BUF_SIZE, 64);
@@ -187,6 +200,41 @@ fail:
 	return -2;
 }
 
+int vnet_fake_open(struct vnet *n, struct virtio_dev *d,
+		   struct virtqueue *rx, struct virtqueue *tx, uint32_t rx_n,
+		   uint32_t rx_size)
+{
+	memset(n, 0, sizeof(*n));
+	n->vd = d;
+	n->rx = rx;
+	n->tx = tx;
+	n->o.poll = true;
+	n->o.mrg = virtio_has(d->guest_features, VIRTIO_NET_F_MRG_RXBUF);
+	n->mrg = n->o.mrg;
+	n->any_layout = true;
+	n->hdr_len = n->mrg ? VNET_HDR_MRG_LEN : VNET_HDR_LEN;
+	n->status = VIRTIO_NET_S_LINK_UP;
+	n->config_seen = d->config_irqs;
+	n->rx_n = rx_n < rx->num ? rx_n : rx->num;
+	n->rx_size = rx_size;
+	n->tx_n = tx->num;
+	n->rx_pool = alloc_zeroed((size_t)n->rx_n * n->rx_size, 64);
+	n->tx_pool = alloc_zeroed((size_t)n->tx_n * VNET_BUF_SIZE, 64);
+	n->tx_free = alloc_zeroed(sizeof(uint16_t) * n->tx_n, 16);
+	n->reasm = alloc_zeroed(REASM_MAX, 64);
+	if (!n->rx_pool || !n->tx_pool || !n->tx_free || !n->reasm)
+		return -2;
+	for (uint32_t i = 0; i < n->tx_n; i++)
+		n->tx_free[i] = (uint16_t)i;
+	n->tx_nfree = n->tx_n;
+	virtqueue_disable_cb(rx);
+	virtqueue_disable_cb(tx);
+	for (uint32_t i = 0; i < n->rx_n; i++)
+		if (rx_post(n, n->rx_pool + (size_t)i * n->rx_size) < 0)
+			return -2;
+	return 0;
+}
+
 int vnet_tx_reap(struct vnet *n)
 {
 	uint8_t *slot;
@@ -215,6 +263,12 @@ uint32_t vnet_tx_room(struct vnet *n)
 
 uint8_t *vnet_tx_buf(struct vnet *n)
 {
+	/* Carrier off (virtnet_config_changed_work: netif_carrier_off and
+	 * the TX queues stopped): nothing is sent while the link is down. */
+	if (!vnet_link_up(n)) {
+		n->tx_link_down++;
+		return 0;
+	}
 	/* free_old_xmit: reap when slots or descriptors run short. */
 	if (!n->tx_nfree || n->tx->num_free < 2)
 		vnet_tx_reap(n);
@@ -268,6 +322,43 @@ bool vnet_broken(struct vnet *n)
 	return n->rx->broken || n->tx->broken;
 }
 
+bool vnet_ok(struct vnet *n)
+{
+	return !vnet_broken(n) && !n->rx_bad && !n->rx_missing;
+}
+
+bool vnet_mac_valid(const uint8_t *mac)
+{
+	static const uint8_t zero[6];
+
+	return !(mac[0] & 1) && memcmp(mac, zero, 6) != 0;
+}
+
+/* vnet_link_update is virtnet_config_changed_work: with STATUS, re-read
+ * the status field after a config interrupt (and at open); only
+ * LINK_UP matters (we do not negotiate GUEST_ANNOUNCE). */
+void vnet_link_update(struct vnet *n)
+{
+	uint16_t v;
+
+	n->config_seen = n->vd->config_irqs;
+	if (!virtio_has(n->vd->guest_features, VIRTIO_NET_F_STATUS))
+		return;
+	v = (uint16_t)(virtio_config8(n->vd, NET_CFG_STATUS) |
+		       virtio_config8(n->vd, NET_CFG_STATUS + 1) << 8);
+	v &= VIRTIO_NET_S_LINK_UP;
+	if (v != n->status)
+		n->link_changes++;
+	n->status = v;
+}
+
+bool vnet_link_up(struct vnet *n)
+{
+	if (n->vd->config_irqs != n->config_seen)
+		vnet_link_update(n);
+	return n->status & VIRTIO_NET_S_LINK_UP;
+}
+
 bool vnet_rx_ready(struct vnet *n)
 {
 	if (n->o.poll)
@@ -275,65 +366,115 @@ bool vnet_rx_ready(struct vnet *n)
 	return (n->napi_state & VNET_NAPI_SCHED) != 0;
 }
 
-/* One used RX buffer. Returns true when a whole frame was delivered. */
-static bool rx_one(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
-		   void *ctx)
+/* rx_error counts a receive error (Linux: rx_length_errors) and prints
+ * the first few, in Linux's wording, so a log shows what the device did. */
+static void rx_error(struct vnet *n, unsigned long *ctr, const char *fmt,
+		     uint32_t a, uint32_t b)
 {
-	const struct virtio_net_hdr *h = (const void *)buf;
-	uint32_t off = n->merge_left ? 0 : n->hdr_len;
-
-	n->rx_bufs_used++;
-	if (buf < n->rx_pool || len > n->rx_size || len < off) {
-		n->rx_bad++;
-		n->merge_left = 0;
-		return false;
+	(*ctr)++;
+	if (n->rx_err_lines < 8) {
+		n->rx_err_lines++;
+		printf("vnet: rx error: ");
+		printf(fmt, a, b);
+		printf("\n");
 	}
-	if (n->merge_left) {
-		/* A later buffer of a merged frame: payload only. */
-		if (n->reasm_len + len <= REASM_MAX)
-			memcpy(n->reasm + n->reasm_len, buf, len);
-		n->reasm_len += len;
-		if (--n->merge_left)
-			return false;
-		if (n->reasm_len > REASM_MAX) {
-			n->rx_bad++;
-			return false;
-		}
-		n->rx_merged++;
-		goto deliver_reasm;
-	}
-	if (n->mrg && h->num_buffers != 1) {
-		if (h->num_buffers == 0 || h->num_buffers > MERGE_MAX) {
-			n->rx_bad++;
-			return false;
-		}
-		memcpy(n->reasm, buf + off, len - off);
-		n->reasm_len = len - off;
-		n->merge_left = (uint16_t)(h->num_buffers - 1);
-		n->merge_flags = h->flags;
-		return false;
-	}
-	if (len - off < 14) {
-		n->rx_bad++;
-		return false;
-	}
-	n->rx_frames++;
-	n->rx_bytes += len - off;
-	fn(ctx, buf + off, len - off, h->flags);
-	return true;
-deliver_reasm:
-	if (n->reasm_len < 14) {
-		n->rx_bad++;
-		return false;
-	}
-	n->rx_frames++;
-	n->rx_bytes += n->reasm_len;
-	fn(ctx, n->reasm, n->reasm_len, n->merge_flags);
-	return true;
 }
 
-/* Take used RX buffers until budget frames were delivered or the ring is
- * empty; each buffer is re-posted right after its frame was handled. */
+/* rx_buf (virtnet_receive + receive_buf) handles one used RX buffer, the
+ * first of a frame, and re-posts every buffer it took. Returns 1 when a
+ * frame was delivered. */
+static int rx_buf(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
+		  void *ctx)
+{
+	const struct virtio_net_hdr *h = (const void *)buf;
+	uint8_t flags = h->flags;
+	uint16_t num;
+	uint32_t total;
+
+	n->rx_bufs_used++;
+	/* receive_buf: "short packet": not even a header and an Ethernet
+	 * header. Only this buffer is dropped (virtnet_rq_free_buf). */
+	if (len < n->hdr_len + 14) {
+		rx_error(n, &n->rx_bad, "short packet %u (header %u)", len,
+			 n->hdr_len);
+		rx_post(n, buf);
+		return 0;
+	}
+	if (!n->mrg) {
+		/* receive_small: "len %u exceeds max size %d"
+		 * (GOOD_PACKET_LEN: Ethernet + VLAN header + MTU). */
+		if (len - n->hdr_len > VNET_MAX_FRAME + 4) {
+			rx_error(n, &n->rx_bad, "len %u exceeds max size %u",
+				 len - n->hdr_len, VNET_MAX_FRAME + 4);
+			rx_post(n, buf);
+			return 0;
+		}
+		n->rx_frames++;
+		n->rx_bytes += len - n->hdr_len;
+		fn(ctx, buf + n->hdr_len, len - n->hdr_len, flags);
+		rx_post(n, buf);
+		return 1;
+	}
+	/* receive_mergeable. num_buffers 0 is nonsense (Linux's --num_buf
+	 * loop would run away on it); more buffers than we ever posted
+	 * cannot hold one frame. Both stricter than Linux. */
+	num = h->num_buffers;
+	if (num == 0 || num > n->rx_n) {
+		rx_error(n, &n->rx_bad, "num_buffers %u (posted %u)", num,
+			 n->rx_n);
+		rx_post(n, buf);
+		return 0;
+	}
+	total = len - n->hdr_len;
+	if (num == 1) {
+		/* The common case: deliver in place, no copy. */
+		n->rx_frames++;
+		n->rx_bytes += total;
+		fn(ctx, buf + n->hdr_len, total, flags);
+		rx_post(n, buf);
+		return 1;
+	}
+	memcpy(n->reasm, buf + n->hdr_len, total);
+	rx_post(n, buf);
+	/* The first buffer was taken as soon as used idx covered it; the
+	 * other num-1 must be in the used ring already (spec 5.1.6.4: the
+	 * device uses all of a packet's buffers together). Linux does not
+	 * wait for them either: "rx error: %d buffers out of %d missing",
+	 * the frame is dropped and whatever comes later is parsed as new
+	 * frames. (The used length of each was checked against its buffer
+	 * by virtqueue_get_buf: receive_mergeable's "exceeds truesize".) */
+	for (uint16_t i = 1; i < num; i++) {
+		uint32_t l;
+		uint8_t *b = virtqueue_get_buf(n->rx, &l);
+
+		if (!b) {
+			if (!n->rx->broken)
+				rx_error(n, &n->rx_missing,
+					 "%u buffers out of %u missing",
+					 (uint32_t)(num - i), num);
+			return 0;
+		}
+		n->rx_bufs_used++;
+		if (total + l <= REASM_MAX)
+			memcpy(n->reasm + total, b, l);
+		total += l;
+		rx_post(n, b);
+	}
+	if (total > REASM_MAX) {
+		rx_error(n, &n->rx_bad, "merged frame of %u bytes (max %u)",
+			 total, REASM_MAX);
+		return 0;
+	}
+	n->rx_merged++;
+	n->rx_frames++;
+	n->rx_bytes += total;
+	fn(ctx, n->reasm, total, flags);
+	return 1;
+}
+
+/* rx_drain takes used RX buffers until budget frames were delivered or the
+ * ring is empty (virtnet_receive); buffers are re-posted as they are used
+ * and, in kick_each mode, the device is told about each at once. */
 static int rx_drain(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
 {
 	int done = 0;
@@ -341,15 +482,10 @@ static int rx_drain(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
 	uint32_t len;
 
 	while (done < budget && (buf = virtqueue_get_buf(n->rx, &len))) {
-		if (rx_one(n, buf, len, fn, ctx))
-			done++;
-		rx_post(n, buf);
+		done += rx_buf(n, buf, len, fn, ctx);
+		if (n->o.kick_each && n->rx->num_added)
+			virtqueue_kick(n->rx);
 	}
-	/* A merged frame whose later buffers are not in the used ring yet:
-	 * the device published its buffers one at a time. Remember it; the
-	 * next poll completes the frame. */
-	if (n->merge_left && !virtqueue_more_used(n->rx))
-		n->rx_partial++;
 	return done;
 }
 
@@ -359,6 +495,8 @@ int vnet_poll(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx)
 	int done;
 
 	n->polls++;
+	if (n->vd->config_irqs != n->config_seen)
+		vnet_link_update(n);
 	if (!n->o.poll && !(n->napi_state & VNET_NAPI_SCHED))
 		return 0;
 	done = rx_drain(n, budget, fn, ctx);
@@ -403,12 +541,15 @@ void vnet_print_counters(struct vnet *n)
 	virtio_counters(n->vd, &c);
 	printf(" kicks=%lu interrupts=%lu isr_reads=%lu spurious=%lu "
 	       "rx_kicks=%lu tx_kicks=%lu kicks_suppressed=%lu napi_irqs=%lu "
-	       "hook_busy=%lu napi_missed=%lu napi_repoll=%lu rx_partial=%lu rx_merged=%lu "
-	       "rx_bad=%lu rx_refill_fail=%lu tx_full=%lu config_irqs=%lu",
+	       "hook_busy=%lu napi_missed=%lu napi_repoll=%lu rx_missing=%lu "
+	       "rx_merged=%lu "
+	       "rx_bad=%lu rx_refill_fail=%lu tx_full=%lu config_irqs=%lu "
+	       "link_changes=%lu tx_link_down=%lu",
 	       c.kicks, c.interrupts, c.isr_reads, c.spurious, n->rx->kicks,
 	       n->tx->kicks, c.kicks_suppressed, n->napi_irqs, n->hook_busy,
-	       n->napi_missed, n->napi_repoll, n->rx_partial, n->rx_merged, n->rx_bad,
-	       n->rx_refill_fail, n->tx_full, c.config_irqs);
+	       n->napi_missed, n->napi_repoll, n->rx_missing, n->rx_merged, n->rx_bad,
+	       n->rx_refill_fail, n->tx_full, c.config_irqs, n->link_changes,
+	       n->tx_link_down);
 }
 
 void vnet_print_features(struct vnet *n)

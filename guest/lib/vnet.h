@@ -66,6 +66,12 @@ struct vnet_opts {
 	 * (callbacks re-enabled, poll not yet marked idle) open this long,
 	 * so interrupts land in it (the race napi_complete_done closes). */
 	uint32_t napi_hold_us;
+	/* net.mac_only=1: negotiate VIRTIO_NET_F_MAC and nothing else (no
+	 * EVENT_IDX, MRG_RXBUF, STATUS, ANY_LAYOUT: a minimal legacy
+	 * driver), and kick_each: tell the device about each re-posted RX
+	 * buffer at once instead of once per poll. */
+	bool mac_only;
+	bool kick_each;
 };
 
 /* rx_fn gets each received frame (Ethernet header first) with the header
@@ -86,9 +92,6 @@ struct vnet {
 	uint32_t rx_n, rx_size;
 	/* Mergeable reassembly (a frame spanning several buffers). */
 	uint8_t *reasm;
-	uint32_t reasm_len;
-	uint16_t merge_left;   /* buffers still to come for this frame */
-	uint8_t merge_flags;
 	/* TX slots: header + frame each, free stack of indexes. */
 	uint8_t *tx_pool;
 	uint16_t *tx_free;
@@ -102,8 +105,15 @@ struct vnet {
 	/* Counters (CPL3 unless noted). */
 	volatile unsigned long napi_irqs;  /* CPL0: polls scheduled */
 	volatile unsigned long hook_busy;  /* CPL0: irq while polling */
-	unsigned long rx_frames, rx_bytes, rx_bufs_used, rx_bad, rx_partial,
+	/* rx_bad: length/num_buffers errors (Linux: rx_length_errors);
+	 * rx_missing: merged frames whose later buffers were not used yet
+	 * ("rx error: M buffers out of N missing"). Either fails a test. */
+	unsigned long rx_frames, rx_bytes, rx_bufs_used, rx_bad, rx_missing,
 		rx_refill_fail, rx_merged, polls, napi_repoll;
+	unsigned rx_err_lines;     /* error lines printed (first 8 only) */
+	/* Link state (VIRTIO_NET_F_STATUS), re-read after a config
+	 * interrupt as virtnet_config_changed_work does. */
+	unsigned long config_seen, link_changes, tx_link_down;
 	unsigned long napi_missed; /* completions that found MISSED: re-polled */
 	unsigned long tx_frames, tx_bytes, tx_full, tx_reaped;
 };
@@ -114,8 +124,17 @@ void vnet_opts_from_cmdline(struct vnet_opts *o);
 
 /* vnet_open initialises net device index (PCI order): features, MAC and
  * status from config space, queues, receive buffers posted, DRIVER_OK.
- * Returns 0, -1 (no device), -2 (no queue / no memory). */
+ * Returns 0, -1 (no device), -2 (no queue / no memory), -3 (the device's
+ * MAC is not a valid unicast address). */
 int vnet_open(struct vnet *n, int index, const struct vnet_opts *o);
+
+/* vnet_fake_open binds n to rings that no device serves (tests/vring.c
+ * plays the device): d's guest_features say what was "negotiated",
+ * rx_n buffers of rx_size are posted, polling mode, link up. Returns 0 or
+ * -2 (no memory). */
+int vnet_fake_open(struct vnet *n, struct virtio_dev *d,
+		   struct virtqueue *rx, struct virtqueue *tx, uint32_t rx_n,
+		   uint32_t rx_size);
 
 /* vnet_tx_buf returns room for a frame of up to VNET_MAX_FRAME bytes in a
  * free TX slot (reaping completions first when needed), or NULL when the
@@ -138,6 +157,14 @@ int vnet_poll(struct vnet *n, int budget, vnet_rx_fn fn, void *ctx);
  * in poll mode the used ring has entries). Cheap, no exits. */
 bool vnet_rx_ready(struct vnet *n);
 bool vnet_broken(struct vnet *n);
+/* vnet_ok: not broken and no receive error seen (what a test requires). */
+bool vnet_ok(struct vnet *n);
+/* vnet_mac_valid is is_valid_ether_addr: not multicast, not all zero. */
+bool vnet_mac_valid(const uint8_t *mac);
+/* vnet_link_update re-reads the link status (config interrupt). */
+void vnet_link_update(struct vnet *n);
+/* vnet_link_up: carrier on (always without VIRTIO_NET_F_STATUS). */
+bool vnet_link_up(struct vnet *n);
 
 /* vnet_print_counters prints the counters as " key=value" pairs:
  * kicks= interrupts= isr_reads= spurious= (VMM-neutral, from the rings and

@@ -51,8 +51,7 @@ static void echo_run(void)
 	nif->quit = false;
 	t0 = rdtsc();
 	ok = serve(nif, tsc_after(ms));
-	report_begin("net-echo", ok && !vnet_broken(&nif->vn) &&
-				 nif->vn.rx_bad == 0);
+	report_begin("net-echo", ok && vnet_ok(&nif->vn));
 	printf(" end=%s serve_us=%llu", !ok ? "broken" : nif->quit ? "quit" :
 	       "timeout", (unsigned long long)tsc_to_us(rdtsc() - t0));
 	net_print_counters(nif);
@@ -141,7 +140,7 @@ static void flood_run(void)
 	/* Bounded by count and time: reaching the deadline first is not a
 	 * failure (the host may be slow); a stall shows in max_stall_us and
 	 * a broken ring fails. */
-	ok = ok && sent > 0 && !vnet_broken(&nif->vn);
+	ok = ok && sent > 0 && vnet_ok(&nif->vn);
 	report_begin("net-flood", ok);
 	printf(" kind=%s sent=%lu want=%llu us=%llu pps=%llu full_waits=%lu "
 	       "rx_during=%lu icmp_during=%lu size=%u max_stall_us=%llu end=%s",
@@ -238,7 +237,7 @@ static void bench_tx(struct netif *nif, const char *name, uint32_t size,
 		vnet_tx_reap(&nif->vn);
 	us = tsc_to_us(rdtsc() - t0);
 	counters(nif, &k1, &i1);
-	report_begin(name, ok && sent > 0 && !vnet_broken(&nif->vn));
+	report_begin(name, ok && sent > 0 && vnet_ok(&nif->vn));
 	printf(" dir=tx size=%u pkts=%lu us=%llu pps=%llu kicks_per_1k=%lu "
 	       "irqs_per_1k=%lu tx_full=%lu", size, sent,
 	       (unsigned long long)us,
@@ -287,7 +286,7 @@ static void bench_rx(struct netif *nif, const char *name, uint32_t size,
 	nif->udp_hook = 0;
 	counters(nif, &k1, &i1);
 	us = rxb.pkts > 1 ? tsc_to_us(rxb.last - rxb.first) : 0;
-	report_begin(name, ok && rxb.pkts > 0 && !vnet_broken(&nif->vn));
+	report_begin(name, ok && rxb.pkts > 0 && vnet_ok(&nif->vn));
 	printf(" dir=rx size=%u pkts=%lu us=%llu pps=%llu kicks_per_1k=%lu "
 	       "irqs_per_1k=%lu end=%d", size, rxb.pkts,
 	       (unsigned long long)us,
@@ -318,7 +317,7 @@ static void bench_run(void)
 	bench_tx(nif, "net-bench-tx-1500", UDP_MAX_PAYLOAD, ms, sink);
 	bench_rx(nif, "net-bench-rx-64", 18, ms, sink, ctl);
 	bench_rx(nif, "net-bench-rx-1500", UDP_MAX_PAYLOAD, ms, sink, ctl);
-	report_begin("net-bench", !vnet_broken(&nif->vn));
+	report_begin("net-bench", vnet_ok(&nif->vn));
 	net_print_counters(nif);
 	vnet_print_features(&nif->vn);
 	report_end();
