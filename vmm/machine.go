@@ -65,6 +65,13 @@ type Machine struct {
 	emulationWhy   string
 	restoreConsole func() // puts the user's terminal back; nil without one
 
+	// closeMu orders Close against DeviceStats, which reads ring
+	// indexes from guest RAM: Close takes it before it frees anything, so
+	// a stats print (SIGUSR1) racing the exit either finishes first or
+	// sees closed and reads nothing.
+	closeMu sync.RWMutex
+	closed  bool
+
 	stopOnce  sync.Once
 	closeOnce sync.Once
 	done      chan struct{}
@@ -150,6 +157,9 @@ func New(cfg Config) (_ *Machine, err error) {
 //
 // Safe to call more than once, and on a Machine New gave up on halfway.
 func (m *Machine) Close() {
+	m.closeMu.Lock()
+	m.closed = true
+	m.closeMu.Unlock()
 	m.closeOnce.Do(func() {
 		if m.restoreConsole != nil {
 			m.restoreConsole()

@@ -140,8 +140,14 @@ func (m *Machine) mptableConfig() mptable.Config {
 
 // DeviceStats returns one line per virtio device: transport counters and
 // ring indexes, then the device's own counters where it keeps them. Safe to
-// call while the VM runs (govm prints it on SIGUSR1 and with --stats).
+// call while the VM runs (govm prints it on SIGUSR1 and with --stats) and
+// after Close, which it then answers with nothing: the rings are gone.
 func (m *Machine) DeviceStats() []string {
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.closed {
+		return nil
+	}
 	var out []string
 	for _, s := range m.slots {
 		out = append(out, s.dev.Stats().String())

@@ -3,9 +3,13 @@ package vmm
 import (
 	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/govm/govm/guestmem"
+	virtiopci "github.com/govm/govm/virtio/pci"
 )
 
 func TestUnemulated(t *testing.T) {
@@ -112,4 +116,45 @@ func TestInputErrorIs(t *testing.T) {
 	if err.Error() != "kernel x: "+ErrMemSize.Error() {
 		t.Fatalf("message %q carries more than the cause", err)
 	}
+}
+
+// newTestMachine builds (but does not run) a machine with the test kernel
+// and one disk. It needs /dev/kvm and GOVM_TEST_KERNEL (make test sets it).
+func newTestMachine(t *testing.T) *Machine {
+	t.Helper()
+	kernel := os.Getenv("GOVM_TEST_KERNEL")
+	if kernel == "" {
+		t.Skip("GOVM_TEST_KERNEL not set (make test sets it)")
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		t.Skipf("no KVM: %v", err)
+	}
+	disk := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Kernel: kernel, MemSize: 64 << 20, CPUs: 1, Disks: []DiskConfig{{Path: disk}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Stats after Close read nothing, instead of ring indexes in RAM that is
+// no longer mapped (a SIGUSR1 print racing govm's exit).
+func TestDeviceStatsAfterClose(t *testing.T) {
+	m := newTestMachine(t)
+	// Give the disk's queue rings, as a driver does, so Stats reads RAM.
+	bar := m.slots[0].dev.BARIO()
+	bar.Write(virtiopci.LegacyQueueSelect, []byte{0, 0})
+	bar.Write(virtiopci.LegacyQueuePFN, []byte{0x10, 0, 0, 0})
+	before := m.DeviceStats()
+	if len(before) != 2 || !strings.Contains(before[0], "q0 avail 0 used 0") || !strings.HasPrefix(before[1], "disk 0: host errors") {
+		t.Fatalf("stats before Close: %q", before)
+	}
+	m.Close()
+	if after := m.DeviceStats(); after != nil {
+		t.Fatalf("stats after Close: %q", after)
+	}
+	m.Close() // idempotent
 }

@@ -133,13 +133,27 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// SIGUSR1 asks what the queues are doing, e.g. when a guest seems stuck.
+	// The printer is joined before m.Close (deferred above, so it runs
+	// after this) unmaps guest RAM; m.DeviceStats also answers nothing
+	// once closed. A SIGUSR1 after the join fills the channel and is
+	// dropped.
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
-	defer signal.Stop(usr1)
+	statsQuit, statsDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		for range usr1 {
-			printStats(m)
+		defer close(statsDone)
+		for {
+			select {
+			case <-usr1:
+				printStats(m)
+			case <-statsQuit:
+				return
+			}
 		}
+	}()
+	defer func() {
+		close(statsQuit)
+		<-statsDone
 	}()
 	res := m.Run(ctx)
 	if f.stats {
