@@ -11,8 +11,8 @@ import (
 )
 
 // TestBadInput checks that every kind of bad user input gives exactly one
-// line on stderr, naming the problem, and a non-zero exit status, and that
-// no guest runs.
+// line on stderr, naming the problem, and exit status 2 (bad input, see
+// docs/usage.md), and that no guest runs.
 func TestBadInput(t *testing.T) {
 	if setupErr != nil {
 		t.Fatalf("setting up: %v", setupErr)
@@ -77,6 +77,9 @@ func TestBadInput(t *testing.T) {
 		{"mem unparsable", nil, []string{"run", "--kernel", k, "--mem", "lots"}, "not a number"},
 		{"mem larger than host", nil, []string{"run", "--kernel", k, "--mem", "64T"}, "more than the host"},
 		{"cpus zero", nil, []string{"run", "--kernel", k, "--cpus", "0"}, "--cpus"},
+		{"cpus beyond the MP table", nil, []string{"run", "--kernel", k, "--cpus", "255"}, "between 1 and 254"},
+		{"cpus not a number", nil, []string{"run", "--kernel", k, "--cpus", "two"}, "--cpus"},
+		{"unknown flag", nil, []string{"run", "--kernel", k, "--bogus"}, "unknown flag: --bogus"},
 		{"command line too long", nil, []string{"run", "--kernel", k, "-p", strings.Repeat("x", 70000)}, "command line"},
 		{"initrd too big", nil, []string{"run", "--kernel", k, "-m", "64M", "--initrd", bigInitrd}, "initrd"},
 		{"initrd missing", nil, []string{"run", "--kernel", k, "--initrd", filepath.Join(dir, "nope")}, "initrd"},
@@ -96,8 +99,8 @@ func TestBadInput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.ExitCode == 0 {
-				t.Fatalf("exit status 0, want non-zero\nstderr: %s", o.stderr)
+			if o.ExitCode != statusBadInput {
+				t.Fatalf("exit status %d, want %d (bad input)\nstderr: %s", o.ExitCode, statusBadInput, o.stderr)
 			}
 			lines := strings.Split(strings.TrimRight(o.stderr, "\n"), "\n")
 			if len(lines) != 1 {
@@ -153,10 +156,10 @@ func TestBadInputKVMPermission(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	_ = cmd.Run()
 	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
-	if cmd.ProcessState.ExitCode() == 0 || len(lines) != 1 ||
+	if cmd.ProcessState.ExitCode() != statusBadInput || len(lines) != 1 ||
 		!strings.Contains(lines[0], "/dev/kvm") || !strings.Contains(lines[0], "permission denied") ||
 		!strings.Contains(lines[0], "kvm group") {
-		t.Fatalf("exit %d, stderr %q: want one line naming /dev/kvm, the denial and the fix",
+		t.Fatalf("exit %d, stderr %q: want exit 2 and one line naming /dev/kvm, the denial and the fix",
 			cmd.ProcessState.ExitCode(), stderr.String())
 	}
 	if stdout.Len() != 0 {

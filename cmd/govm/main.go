@@ -9,15 +9,32 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/govm/govm/vmm"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
+// govm's exit statuses besides 0 and the guest's own (see docs/usage.md,
+// "Exit status").
+const (
+	statusFailure  = 1 // the host or the guest failed
+	statusBadInput = 2 // the user must change a flag, a file or a path
+)
+
 // exitError carries govm's exit status out of a command.
 type exitError struct{ status int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.status) }
+
+// usageError is bad input found by the CLI itself (a flag's syntax).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
 func main() {
 	// A closed stdout pipe must not kill govm mid-guest: the UART records
@@ -30,17 +47,45 @@ func main() {
 // printed as one line: "govm: <what>" (the error text says how to fix it).
 func run(args []string) int {
 	root := newRootCmd()
+	// Whatever cobra returns before a command's RunE starts (an unknown
+	// command or flag, a flag value of the wrong type, extra arguments)
+	// is bad input, however cobra words it.
+	ran := false
+	markRun(root, &ran)
 	root.SetArgs(args)
 	err := root.Execute()
-	var ee exitError
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.As(err, &ee):
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
 		return ee.status
-	default:
-		fmt.Fprintf(os.Stderr, "govm: %s\n", oneLine(err.Error()))
-		return 2
+	}
+	fmt.Fprintf(os.Stderr, "govm: %s\n", oneLine(err.Error()))
+	return exitStatus(err, ran)
+}
+
+// exitStatus is the status for an error a command failed with: bad input
+// (the CLI's flag checks, or vmm's, see vmm.IsInputError) or a failure of
+// the host or the guest.
+func exitStatus(err error, ran bool) int {
+	var ue usageError
+	if !ran || errors.As(err, &ue) || vmm.IsInputError(err) {
+		return statusBadInput
+	}
+	return statusFailure
+}
+
+// markRun makes every command's RunE set *ran when it starts.
+func markRun(c *cobra.Command, ran *bool) {
+	if f := c.RunE; f != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			*ran = true
+			return f(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		markRun(sub, ran)
 	}
 }
 

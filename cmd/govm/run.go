@@ -74,49 +74,9 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 			defer func() { pprof.StopCPUProfile(); pf.Close() }()
 		}
 	}
-	if f.kernel == "" {
-		return fmt.Errorf("--kernel is required: give the path of a bzImage or vmlinux, e.g. --kernel /boot/vmlinuz-$(uname -r)")
-	}
-	mem, err := parseSize(f.mem)
+	cfg, err := configFromFlags(f)
 	if err != nil {
-		return fmt.Errorf("--mem: %w", err)
-	}
-	if f.cpus < 1 || f.cpus > 255 {
-		return fmt.Errorf("--cpus %d: must be between 1 and 255", f.cpus)
-	}
-	cfg := vmm.Config{
-		Name:      f.name,
-		Kernel:    f.kernel,
-		Initrd:    f.initrd,
-		Params:    f.params,
-		MemSize:   mem,
-		CPUs:      f.cpus,
-		DebugExit: f.debugExit,
-		KVMPath:   os.Getenv("GOVM_KVM_DEVICE"),
-		// A decompressed distro kernel is kept for the next boot.
-		KernelCacheDir: vmm.DefaultKernelCacheDir(),
-		Stdout:         os.Stdout,
-		Log:            os.Stderr,
-	}
-	if cfg.Name == "" {
-		cfg.Name = fmt.Sprintf("guest-%d", os.Getpid())
-	}
-	if !f.noDefaultParams {
-		cfg.DefaultParams = defaultParams
-	}
-	for _, d := range f.disks {
-		dc, err := parseDisk(d)
-		if err != nil {
-			return err
-		}
-		cfg.Disks = append(cfg.Disks, dc)
-	}
-	for _, n := range f.nets {
-		nc, err := virtionet.ParseNetFlag(n)
-		if err != nil {
-			return err
-		}
-		cfg.Nets = append(cfg.Nets, nc)
+		return usageError{err}
 	}
 	if term.IsTerminal(int(os.Stdin.Fd())) {
 		cfg.Stdin = os.Stdin
@@ -164,6 +124,54 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 		return exitError{res.Status}
 	}
 	return nil
+}
+
+// configFromFlags turns the flags into a vmm.Config. It checks syntax only:
+// what the values mean (a --cpus or --mem in range, a disk serial that
+// fits) is checked once, by vmm.New. Every error is bad input.
+func configFromFlags(f *runFlags) (vmm.Config, error) {
+	if f.kernel == "" {
+		return vmm.Config{}, fmt.Errorf("--kernel is required: give the path of a bzImage or vmlinux, e.g. --kernel /boot/vmlinuz-$(uname -r)")
+	}
+	mem, err := parseSize(f.mem)
+	if err != nil {
+		return vmm.Config{}, fmt.Errorf("--mem: %w", err)
+	}
+	cfg := vmm.Config{
+		Name:      f.name,
+		Kernel:    f.kernel,
+		Initrd:    f.initrd,
+		Params:    f.params,
+		MemSize:   mem,
+		CPUs:      f.cpus,
+		DebugExit: f.debugExit,
+		KVMPath:   os.Getenv("GOVM_KVM_DEVICE"),
+		// A decompressed distro kernel is kept for the next boot.
+		KernelCacheDir: vmm.DefaultKernelCacheDir(),
+		Stdout:         os.Stdout,
+		Log:            os.Stderr,
+	}
+	if cfg.Name == "" {
+		cfg.Name = fmt.Sprintf("guest-%d", os.Getpid())
+	}
+	if !f.noDefaultParams {
+		cfg.DefaultParams = defaultParams
+	}
+	for _, d := range f.disks {
+		dc, err := parseDisk(d)
+		if err != nil {
+			return vmm.Config{}, err
+		}
+		cfg.Disks = append(cfg.Disks, dc)
+	}
+	for _, n := range f.nets {
+		nc, err := virtionet.ParseNetFlag(n)
+		if err != nil {
+			return vmm.Config{}, err
+		}
+		cfg.Nets = append(cfg.Nets, nc)
+	}
+	return cfg, nil
 }
 
 func printStats(m *vmm.Machine) {
