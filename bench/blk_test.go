@@ -199,7 +199,7 @@ func TestBlkRun(t *testing.T) {
 		return fmt.Sprintf(`echo 'RESULT blk-bench-rand-qd1 pass reqs=1 iops=%d mbps=10 kicks_per_1k=999 irqs_per_1k=998 bad=0'
 echo 'RESULT blk-bench-rand-qd32 pass iops=40000 mbps=160 kicks_per_1k=31 irqs_per_1k=30'
 echo 'RESULT blk-bench-seq pass iops=2700 mbps=2800 kicks_per_1k=250 irqs_per_1k=247'
-echo 'SUMMARY pass=3 fail=0'; exit 1`, qd1)
+echo 'SUMMARY pass=3 fail=0 skip=0'; exit 1`, qd1)
 	}
 	var ss []blkSample
 	for _, qd1 := range []int{2500, 100, 2600} {
@@ -224,9 +224,9 @@ echo 'SUMMARY pass=3 fail=0'; exit 1`, qd1)
 	}
 	// A phase missing, or a key missing, is an error rather than a zero.
 	for _, bad := range []string{
-		"echo 'RESULT blk-bench-rand-qd1 pass iops=1 mbps=1 kicks_per_1k=1 irqs_per_1k=1'; echo 'SUMMARY pass=1 fail=0'; exit 1",
+		"echo 'RESULT blk-bench-rand-qd1 pass iops=1 mbps=1 kicks_per_1k=1 irqs_per_1k=1'; echo 'SUMMARY pass=1 fail=0 skip=0'; exit 1",
 		"echo 'RESULT blk-bench-rand-qd1 pass iops=1'; echo 'RESULT blk-bench-rand-qd32 pass'; " +
-			"echo 'RESULT blk-bench-seq pass'; echo 'SUMMARY pass=3 fail=0'; exit 1",
+			"echo 'RESULT blk-bench-seq pass'; echo 'SUMMARY pass=3 fail=0 skip=0'; exit 1",
 	} {
 		if _, err := blkRun([]string{"/bin/sh", "-c", bad}, 5*time.Second); err == nil {
 			t.Errorf("blkRun accepted %q", bad)

@@ -90,7 +90,7 @@ func TestParseStatusKB(t *testing.T) {
 // TestStartSamplesMemory checks that the first-byte hook sees the live VMM
 // (/bin/sh standing in for one, kept alive after its first byte).
 func TestStartSamplesMemory(t *testing.T) {
-	v, err := Start("/bin/sh", "-c", "echo hi; sleep 0.2; echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'")
+	v, err := Start("/bin/sh", "-c", "echo hi; sleep 0.2; echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0 skip=0'")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +121,11 @@ func TestRunChecked(t *testing.T) {
 		wantErr      error // nil: accepted
 		ok           bool
 	}{
-		{"clean", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'; exit 1", nil, true},
-		{"guest code 1", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'; exit 3", nil, false},
-		{"plain exit 0", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0'; exit 0", nil, false},
-		{"failed result", "echo 'RESULT a fail'; echo 'SUMMARY pass=0 fail=1'; exit 1", guestrun.ErrGuestFailed, false},
-		{"malformed", "echo 'RESULT a pass b'; echo 'SUMMARY pass=0 fail=0'; exit 1", guestrun.ErrMalformed, false},
+		{"clean", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0 skip=0'; exit 1", nil, true},
+		{"guest code 1", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0 skip=0'; exit 3", nil, false},
+		{"plain exit 0", "echo 'RESULT a pass'; echo 'SUMMARY pass=1 fail=0 skip=0'; exit 0", nil, false},
+		{"failed result", "echo 'RESULT a fail'; echo 'SUMMARY pass=0 fail=1 skip=0'; exit 1", guestrun.ErrGuestFailed, false},
+		{"malformed", "echo 'RESULT a pass b'; echo 'SUMMARY pass=0 fail=0 skip=0'; exit 1", guestrun.ErrMalformed, false},
 		{"hang", "sleep 30", guestrun.ErrTimeout, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,13 +86,14 @@ func govm(t *testing.T, timeout time.Duration, args ...string) *guestrun.Output 
 }
 
 // bootTest boots the test kernel with the given command line (no govm
-// defaults) and extra flags, and requires a clean SUMMARY with no failures.
+// defaults) and extra flags, and requires a clean SUMMARY with no failures
+// and no skips.
 func bootTest(t *testing.T, cmdline string, flags ...string) *guestrun.Output {
 	t.Helper()
 	args := append([]string{"run", "--kernel", testKernel, "--no-default-params", "--debug-exit", "-p", cmdline}, flags...)
 	o := govm(t, 120*time.Second, args...)
-	if !o.Summary || o.Failed != 0 {
-		t.Fatalf("test kernel did not pass (exit %d)\nserial:\n%s\nstderr:\n%s", o.ExitCode, o.Serial, o.Stderr)
+	if err := o.Check(); err != nil {
+		t.Fatalf("test kernel did not pass (exit %d): %v\nserial:\n%s\nstderr:\n%s", o.ExitCode, err, o.Serial, o.Stderr)
 	}
 	// All tests passed: the kernel writes 0 to the debug-exit port, which
 	// govm turns into (0<<1)|1, like QEMU's isa-debug-exit.
@@ -109,7 +110,7 @@ func result(t *testing.T, o *guestrun.Output, name string) guestrun.Result {
 		t.Fatalf("no RESULT %s in serial output:\n%s", name, o.Serial)
 	}
 	if !r.Pass {
-		t.Fatalf("RESULT %s failed: %v", name, r.KV)
+		t.Fatalf("RESULT %s %s: %v", name, r.Verdict(), r.KV)
 	}
 	return r
 }

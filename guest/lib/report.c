@@ -6,7 +6,7 @@
 
 #include <stdarg.h>
 
-static unsigned passed, failed;
+static unsigned passed, failed, skipped;
 static int exit_override = -1;
 
 static void count(bool cond)
@@ -17,20 +17,46 @@ static void count(bool cond)
 		failed++;
 }
 
-bool report(const char *name, bool cond, const char *fmt, ...)
+/* print_kv prints " " and the formatted key=value pairs (nothing when they
+ * are empty), then ends the line. */
+static void print_kv(const char *fmt, va_list ap)
 {
 	static char buf[1024];
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+
+	if (n > 0) {
+		serial_putc(' ');
+		serial_write(buf, n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+	}
+	serial_putc('\n');
+}
+
+bool report(const char *name, bool cond, const char *fmt, ...)
+{
 	va_list ap;
-	int n;
 
 	count(cond);
+	printf("RESULT %s %s", name, cond ? "pass" : "fail");
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	print_kv(fmt, ap);
 	va_end(ap);
-	printf("RESULT %s %s%s", name, cond ? "pass" : "fail", n ? " " : "");
-	serial_write(buf, n < (int)sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
-	serial_putc('\n');
 	return cond;
+}
+
+void report_skip(const char *name, const char *reason, const char *fmt, ...)
+{
+	va_list ap;
+
+	report_begin_skip(name, reason);
+	va_start(ap, fmt);
+	print_kv(fmt, ap);
+	va_end(ap);
+}
+
+void report_begin_skip(const char *name, const char *reason)
+{
+	skipped++;
+	printf("RESULT %s skip reason=%s", name, reason);
 }
 
 void report_begin(const char *name, bool cond)
@@ -69,7 +95,7 @@ void report_set_exit(int code)
 
 void summary_and_exit(void)
 {
-	printf("SUMMARY pass=%u fail=%u\n", passed, failed);
+	printf("SUMMARY pass=%u fail=%u skip=%u\n", passed, failed, skipped);
 	vm_exit(exit_override >= 0 ? exit_override : failed ? 1 : 0);
 }
 

@@ -2,7 +2,8 @@
 // kernel's machine-readable serial output:
 //
 //	RESULT <name> pass|fail key=value ...
-//	SUMMARY pass=N fail=M
+//	RESULT <name> skip reason=<why> key=value ...
+//	SUMMARY pass=N fail=M skip=K
 //
 // It is the one place for both jobs, shared by the end-to-end tests in cmd/govm
 // and the benchmarks in bench/: Run and RunUntil for a whole run, Start and Proc
@@ -31,6 +32,7 @@ type Output struct {
 	Summary  bool     // a well-formed SUMMARY line was seen
 	Passed   int      // SUMMARY's pass count
 	Failed   int      // SUMMARY's fail count
+	Skipped  int      // SUMMARY's skip count
 	ExitCode int      // VMM exit status (-1 if killed, or still running)
 	Elapsed  time.Duration
 	TimedOut bool
@@ -42,7 +44,7 @@ type Output struct {
 
 	// RESULT lines seen, counted per line (a repeated name counts each time),
 	// for Check's comparison with SUMMARY.
-	linePass, lineFail int
+	lines Counts
 }
 
 // Run starts argv, waits for it to exit or for timeout (then kills its whole

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,9 @@ var (
 	ErrSummaryMismatch = errors.New("guestrun: SUMMARY disagrees with RESULT lines")
 	// ErrGuestFailed means at least one RESULT line says fail.
 	ErrGuestFailed = errors.New("guestrun: guest tests failed")
+	// ErrUnexpectedSkip means a RESULT line says skip and the caller did not
+	// allow that name to skip (guest/tests.cfg may_skip).
+	ErrUnexpectedSkip = errors.New("guestrun: guest test skipped")
 )
 
 // Protocol tags. A tag may be preceded by other console output on the same line:
@@ -33,11 +37,13 @@ const (
 	summaryTag = "SUMMARY "
 )
 
-// Result is one "RESULT <name> pass|fail key=value ..." line. Values never contain
-// spaces; strings that might are hex-encoded under a key ending in "_hex".
+// Result is one "RESULT <name> pass|fail|skip key=value ..." line. Values never
+// contain spaces; strings that might are hex-encoded under a key ending in "_hex".
+// A skip line (the check could not run here) always has a non-empty reason=.
 type Result struct {
 	Name string
-	Pass bool
+	Pass bool // the verdict is pass
+	Skip bool // the verdict is skip; Pass and Skip both false means fail
 	KV   map[string]string
 	// Keys holds KV's keys in the order the guest printed them, for stable reports.
 	Keys []string
@@ -51,8 +57,8 @@ type BadLine struct {
 
 // ParseResult parses one RESULT line; text before the tag is ignored. Every part
 // comes from the guest, so every part is checked: a missing name or verdict, a
-// verdict other than pass or fail, a word without '=', an empty or duplicate key
-// are ErrMalformed.
+// verdict other than pass, fail or skip, a word without '=', an empty or
+// duplicate key, a skip without a non-empty reason= are ErrMalformed.
 func ParseResult(line string) (Result, error) {
 	i := strings.Index(line, resultTag)
 	if i < 0 {
@@ -60,15 +66,17 @@ func ParseResult(line string) (Result, error) {
 	}
 	f := strings.Fields(line[i+len(resultTag):])
 	if len(f) < 2 {
-		return Result{}, fmt.Errorf("%w: want \"RESULT name pass|fail ...\": %q", ErrMalformed, line[i:])
+		return Result{}, fmt.Errorf("%w: want \"RESULT name pass|fail|skip ...\": %q", ErrMalformed, line[i:])
 	}
 	r := Result{Name: f[0], KV: map[string]string{}}
 	switch f[1] {
 	case "pass":
 		r.Pass = true
 	case "fail":
+	case "skip":
+		r.Skip = true
 	default:
-		return Result{}, fmt.Errorf("%w: RESULT %s verdict %q is not pass or fail", ErrMalformed, r.Name, f[1])
+		return Result{}, fmt.Errorf("%w: RESULT %s verdict %q is not pass, fail or skip", ErrMalformed, r.Name, f[1])
 	}
 	for _, kv := range f[2:] {
 		k, v, ok := strings.Cut(kv, "=")
@@ -81,7 +89,22 @@ func ParseResult(line string) (Result, error) {
 		r.KV[k] = v
 		r.Keys = append(r.Keys, k)
 	}
+	if r.Skip && r.KV["reason"] == "" {
+		// A skip must say why, or it is a pass that hides what did not run.
+		return Result{}, fmt.Errorf("%w: RESULT %s skip without reason=", ErrMalformed, r.Name)
+	}
 	return r, nil
+}
+
+// Verdict returns "pass", "fail" or "skip", as the guest printed it.
+func (r Result) Verdict() string {
+	switch {
+	case r.Pass:
+		return "pass"
+	case r.Skip:
+		return "skip"
+	}
+	return "fail"
 }
 
 // Int returns KV[key] as an integer (decimal, or 0x-prefixed hex).
@@ -111,44 +134,48 @@ func (r Result) Text(key string) (string, error) {
 	return string(b), nil
 }
 
-// ParseSummary parses "SUMMARY pass=N fail=M" (keys in either order, both
-// required, nothing else); text before the tag is ignored.
-func ParseSummary(line string) (pass, fail int, err error) {
+// Counts are the three numbers of a SUMMARY line.
+type Counts struct {
+	Pass, Fail, Skip int
+}
+
+// ParseSummary parses "SUMMARY pass=N fail=M skip=K" (keys in any order, all
+// three required, nothing else); text before the tag is ignored.
+func ParseSummary(line string) (Counts, error) {
 	i := strings.Index(line, summaryTag)
 	if i < 0 {
-		return 0, 0, fmt.Errorf("%w: no %q tag: %q", ErrMalformed, summaryTag, line)
+		return Counts{}, fmt.Errorf("%w: no %q tag: %q", ErrMalformed, summaryTag, line)
 	}
 	f := strings.Fields(line[i+len(summaryTag):])
-	if len(f) != 2 {
-		return 0, 0, fmt.Errorf("%w: want \"SUMMARY pass=N fail=M\": %q", ErrMalformed, line[i:])
+	if len(f) != 3 {
+		return Counts{}, fmt.Errorf("%w: want \"SUMMARY pass=N fail=M skip=K\": %q", ErrMalformed, line[i:])
 	}
-	seen := map[string]bool{}
+	var c Counts
+	fields := map[string]*int{"pass": &c.Pass, "fail": &c.Fail, "skip": &c.Skip}
 	for _, kv := range f {
 		k, v, _ := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || seen[k] || (k != "pass" && k != "fail") {
-			return 0, 0, fmt.Errorf("%w: SUMMARY field %q", ErrMalformed, kv)
+		dst, known := fields[k]
+		if err != nil || n < 0 || !known {
+			return Counts{}, fmt.Errorf("%w: SUMMARY field %q", ErrMalformed, kv)
 		}
-		seen[k] = true
-		if k == "pass" {
-			pass = n
-		} else {
-			fail = n
-		}
+		*dst = n
+		delete(fields, k) // a repeated key is then unknown
 	}
-	return pass, fail, nil
+	return c, nil
 }
 
 // Parse extracts RESULT and SUMMARY lines from serial output into o (Results,
-// Order, Summary, Passed, Failed, Malformed; other fields are left alone).
+// Order, Summary, Passed, Failed, Skipped, Malformed; other fields are left
+// alone).
 // Everything else on the console (firmware, kernel log) is ignored, including
 // text before a tag on the same line. A repeated RESULT name keeps the last line
 // (Order keeps the first position); a repeated SUMMARY keeps the last.
 func Parse(serial string, o *Output) {
 	o.Results = map[string]Result{}
 	o.Order, o.Malformed = nil, nil
-	o.Summary, o.Passed, o.Failed = false, 0, 0
-	o.linePass, o.lineFail = 0, 0
+	o.Summary, o.Passed, o.Failed, o.Skipped = false, 0, 0, 0
+	o.lines = Counts{}
 	sc := bufio.NewScanner(strings.NewReader(serial))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -165,18 +192,21 @@ func Parse(serial string, o *Output) {
 				o.Order = append(o.Order, r.Name)
 			}
 			o.Results[r.Name] = r
-			if r.Pass {
-				o.linePass++
-			} else {
-				o.lineFail++
+			switch {
+			case r.Pass:
+				o.lines.Pass++
+			case r.Skip:
+				o.lines.Skip++
+			default:
+				o.lines.Fail++
 			}
 		case si >= 0:
-			p, f, err := ParseSummary(line[si:])
+			c, err := ParseSummary(line[si:])
 			if err != nil {
 				o.Malformed = append(o.Malformed, BadLine{Line: line[si:], Err: err})
 				continue
 			}
-			o.Summary, o.Passed, o.Failed = true, p, f
+			o.Summary, o.Passed, o.Failed, o.Skipped = true, c.Pass, c.Fail, c.Skip
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -189,27 +219,50 @@ func Parse(serial string, o *Output) {
 func (o *Output) FailedNames() []string {
 	var names []string
 	for _, n := range o.Order {
-		if !o.Results[n].Pass {
+		if r := o.Results[n]; !r.Pass && !r.Skip {
 			names = append(names, n)
 		}
 	}
 	return names
 }
 
+// UnexpectedSkips describes each RESULT line that says skip and whose name is
+// not in allowed, as "name (reason=...)", in order.
+func (o *Output) UnexpectedSkips(allowed ...string) []string {
+	var out []string
+	for _, n := range o.Order {
+		if r := o.Results[n]; r.Skip && !slices.Contains(allowed, n) {
+			out = append(out, fmt.Sprintf("%s (reason=%s)", n, r.KV["reason"]))
+		}
+	}
+	return out
+}
+
 // Check says whether the guest's reports amount to a clean pass: no malformed
-// lines, a SUMMARY line that agrees with the RESULT lines, and no failures.
-// It looks only at the serial protocol; exit status is the caller's business.
+// lines, a SUMMARY line that agrees with the RESULT lines, no failures and no
+// skips. It looks only at the serial protocol; exit status is the caller's
+// business.
 func (o *Output) Check() error {
+	return o.CheckSkips()
+}
+
+// CheckSkips is Check that accepts skip lines for the RESULT names in
+// mayskip (a tests.cfg entry's may_skip); any other skip is
+// ErrUnexpectedSkip.
+func (o *Output) CheckSkips(mayskip ...string) error {
 	switch {
 	case len(o.Malformed) > 0:
 		return fmt.Errorf("%w (%d lines; first %q)", o.Malformed[0].Err, len(o.Malformed), o.Malformed[0].Line)
 	case !o.Summary:
 		return fmt.Errorf("%w (%d RESULT lines)", ErrNoSummary, len(o.Order))
-	case o.Passed != o.linePass || o.Failed != o.lineFail:
-		return fmt.Errorf("%w: SUMMARY pass=%d fail=%d, RESULT lines pass=%d fail=%d",
-			ErrSummaryMismatch, o.Passed, o.Failed, o.linePass, o.lineFail)
+	case o.Passed != o.lines.Pass || o.Failed != o.lines.Fail || o.Skipped != o.lines.Skip:
+		return fmt.Errorf("%w: SUMMARY pass=%d fail=%d skip=%d, RESULT lines pass=%d fail=%d skip=%d",
+			ErrSummaryMismatch, o.Passed, o.Failed, o.Skipped, o.lines.Pass, o.lines.Fail, o.lines.Skip)
 	case o.Failed > 0:
 		return fmt.Errorf("%w: %s", ErrGuestFailed, strings.Join(o.FailedNames(), ","))
+	}
+	if bad := o.UnexpectedSkips(mayskip...); len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrUnexpectedSkip, strings.Join(bad, ", "))
 	}
 	return nil
 }

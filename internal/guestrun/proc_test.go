@@ -12,7 +12,7 @@ func TestProc(t *testing.T) {
 	t.Run("lines and exit status", func(t *testing.T) {
 		var hookPID int
 		p, err := Start(Options{OnFirstByte: func(pid int) { hookPID = pid }}, "/bin/sh", "-c",
-			`sleep 0.05; printf 'boot\r\nRESULT a pass\r\npartial'; sleep 0.05; printf ' line\nSUMMARY pass=1 fail=0\n'; exit 3`)
+			`sleep 0.05; printf 'boot\r\nRESULT a pass\r\npartial'; sleep 0.05; printf ' line\nSUMMARY pass=1 fail=0 skip=0\n'; exit 3`)
 		if err != nil {
 			t.Fatal(err)
 		}
