@@ -1,18 +1,23 @@
 package main
 
-// TestGuestTable runs every entry of guest/tests.cfg (the kvm-unit-tests
-// unittests.cfg shape: one VM configuration per test) under govm and checks
-// the exit status, that every listed RESULT line appears (and passes when
-// the entry expects success), and what the entry says about the disks after
-// the run.
+// TestGuestTable boots the entries of guest/tests.cfg (the kvm-unit-tests
+// unittests.cfg shape: one VM configuration per test) that its groups select
+// under govm, and checks the exit status, that every listed RESULT line
+// appears (and passes when the entry expects success), that nothing skips
+// unless the entry's may_skip allows it, and what the entry says about the
+// disks after the run.
+//
+// GOVM_TEST_GROUPS="blk hostile" (spaces or commas) boots only the entries
+// in those groups; by default every entry outside group "nodefault", and
+// under -short not group "bench" either.
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,40 +26,35 @@ import (
 	"github.com/govm/govm/internal/guestrun"
 )
 
-type cfgEntry struct {
-	name string
-	kv   map[string]string
+// tableNeeds says, for each needs= word, whether TestGuestTable provides
+// it, and if not, which test does.
+var tableNeeds = map[string]string{
+	"initrd": "",
+	"disk":   "",
+	"net":    "TestNet* run it inside a network namespace",
+	"input":  "TestConsole feeds the console",
 }
 
-// readTestsCfg parses guest/tests.cfg.
-func readTestsCfg(t *testing.T) []cfgEntry {
+// selectedEntries reads guest/tests.cfg and applies GOVM_TEST_GROUPS.
+func selectedEntries(t *testing.T) []guestrun.TableEntry {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	f, err := os.Open(filepath.Join(filepath.Dir(file), "..", "..", "guest", "tests.cfg"))
+	all, err := guestrun.ReadTable(filepath.Join(filepath.Dir(file), "..", "..", "guest", "tests.cfg"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []cfgEntry
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "" || strings.HasPrefix(line, "#"):
-		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
-			out = append(out, cfgEntry{name: line[1 : len(line)-1], kv: map[string]string{}})
-		case len(out) > 0:
-			k, v, _ := strings.Cut(line, "=")
-			out[len(out)-1].kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
-		}
+	groups := strings.FieldsFunc(os.Getenv("GOVM_TEST_GROUPS"), func(r rune) bool { return r == ',' || r == ' ' })
+	sel, err := guestrun.SelectGroups(all, groups)
+	if err != nil {
+		t.Fatalf("GOVM_TEST_GROUPS=%q: %v", os.Getenv("GOVM_TEST_GROUPS"), err)
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+	if testing.Short() && len(groups) == 0 {
+		sel = slices.DeleteFunc(sel, func(e guestrun.TableEntry) bool { return e.InGroup("bench") })
 	}
-	if len(out) == 0 {
-		t.Fatal("guest/tests.cfg has no entries")
+	if len(sel) == 0 {
+		t.Fatalf("GOVM_TEST_GROUPS=%q selects no entry", os.Getenv("GOVM_TEST_GROUPS"))
 	}
-	return out
+	return sel
 }
 
 // makePatternDisk writes a disk image of size bytes in the read pattern
@@ -87,21 +87,21 @@ func diskSpec(t *testing.T, dir string, i int, spec string) (flag string, path s
 
 func TestGuestTable(t *testing.T) {
 	needKVM(t)
-	for _, e := range readTestsCfg(t) {
-		t.Run(e.name, func(t *testing.T) {
-			if strings.Contains(e.kv["needs"], "net") {
-				t.Skip("network entries run in TestNet*, inside a network namespace")
-			}
-			if e.name == "console" {
-				t.Skip("interactive: TestConsole feeds it input")
-			}
-			if e.name == "blk-bench" && testing.Short() {
-				t.Skip("-short")
+	for _, e := range selectedEntries(t) {
+		t.Run(e.Name, func(t *testing.T) {
+			for _, n := range strings.Fields(e.KV["needs"]) {
+				elsewhere, known := tableNeeds[n]
+				if !known {
+					t.Fatalf("tests.cfg [%s]: unknown needs %q", e.Name, n)
+				}
+				if elsewhere != "" {
+					t.Skipf("needs = %s: %s", n, elsewhere)
+				}
 			}
 			dir := t.TempDir()
 			args := []string{"run", "--kernel", testKernel, "--no-default-params", "--debug-exit",
-				"-p", e.kv["cmdline"], "--mem", e.kv["memory"], "--cpus", e.kv["cpus"]}
-			if strings.Contains(e.kv["needs"], "initrd") {
+				"-p", e.KV["cmdline"], "--mem", e.KV["memory"], "--cpus", e.KV["cpus"]}
+			if strings.Contains(e.KV["needs"], "initrd") {
 				data := make([]byte, 256<<10)
 				rand.New(rand.NewSource(7)).Read(data)
 				p := filepath.Join(dir, "initrd")
@@ -112,32 +112,61 @@ func TestGuestTable(t *testing.T) {
 			}
 			var paths []string
 			var imgs [][]byte
-			for i, spec := range strings.Fields(e.kv["disks"]) {
+			for i, spec := range strings.Fields(e.KV["disks"]) {
 				flag, p, img := diskSpec(t, dir, i, spec)
 				args = append(args, "--disk", flag)
 				paths, imgs = append(paths, p), append(imgs, img)
 			}
 			timeout := 60 * time.Second
-			if s, err := strconv.Atoi(e.kv["timeout"]); err == nil {
+			if s, err := strconv.Atoi(e.KV["timeout"]); err == nil {
 				timeout = time.Duration(s) * time.Second * 2
 			}
 			o := govm(t, timeout, args...)
-			want, _ := strconv.Atoi(e.kv["expected_exit"])
+			want, err := strconv.Atoi(e.KV["expected_exit"])
+			if err != nil {
+				t.Fatalf("tests.cfg [%s]: expected_exit %q", e.Name, e.KV["expected_exit"])
+			}
 			if o.ExitCode != want {
 				t.Fatalf("exit status %d, want %d\nserial:\n%s\nstderr:\n%s", o.ExitCode, want, o.Serial, o.Stderr)
 			}
-			for _, r := range strings.Fields(e.kv["results"]) {
-				res, ok := o.Results[r]
-				if !ok {
-					t.Fatalf("no RESULT %s\nserial:\n%s\nstderr:\n%s", r, o.Serial, o.Stderr)
-				}
-				if want == 1 && !res.Pass {
-					t.Fatalf("RESULT %s failed: %v\nserial:\n%s", r, res.KV, o.Serial)
-				}
-				checkCounters(t, res)
-			}
-			checkDisksAfter(t, e.kv["disk_after"], paths, imgs)
+			checkVerdicts(t, e, o, want == 1)
+			checkDisksAfter(t, e.KV["disk_after"], paths, imgs)
 		})
+	}
+}
+
+// checkVerdicts checks the RESULT lines against the entry: each name in
+// results= is there, a skip only where may_skip= allows it (with its reason
+// logged), and, when the entry expects success (pass), a clean report: no
+// failure, no malformed line, a SUMMARY that agrees with the lines.
+func checkVerdicts(t *testing.T, e guestrun.TableEntry, o *guestrun.Output, pass bool) {
+	t.Helper()
+	for _, r := range e.Results {
+		res, ok := o.Results[r]
+		switch {
+		case !ok:
+			t.Fatalf("no RESULT %s\nserial:\n%s\nstderr:\n%s", r, o.Serial, o.Stderr)
+		case res.Skip && slices.Contains(e.MaySkip, r):
+			t.Logf("RESULT %s skipped (reason=%s), as tests.cfg may_skip allows", r, res.KV["reason"])
+		case pass && !res.Pass && !res.Skip:
+			t.Errorf("RESULT %s failed: %v", r, res.KV)
+		}
+		checkCounters(t, res)
+	}
+	if bad := o.UnexpectedSkips(e.MaySkip...); len(bad) > 0 {
+		t.Errorf("unexpected skip: %s (tests.cfg [%s] may_skip = %q)", strings.Join(bad, ", "), e.Name, e.KV["may_skip"])
+	}
+	if len(o.Malformed) > 0 {
+		t.Errorf("malformed lines: %+v", o.Malformed)
+	}
+	if pass && !t.Failed() {
+		// Also catches failures outside results= and a SUMMARY that lies.
+		if err := o.CheckSkips(e.MaySkip...); err != nil {
+			t.Errorf("report: %v", err)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("serial:\n%s\nstderr:\n%s", o.Serial, o.Stderr)
 	}
 }
 
