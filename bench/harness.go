@@ -2,7 +2,7 @@
 // first serial byte, host memory, and virtio-blk throughput of the test kernel's
 // blk-bench.
 //
-// Running a VMM and parsing the test kernel's "RESULT name pass|fail k=v..."
+// Running a VMM and parsing the test kernel's "RESULT name pass|fail|skip k=v..."
 // protocol live in internal/guestrun, shared with the end-to-end tests; this file
 // adds what only measurements need: the VMM's memory sampled at its first serial
 // byte, and medians.

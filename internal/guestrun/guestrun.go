@@ -8,7 +8,8 @@
 // It is the one place for both jobs, shared by the end-to-end tests in cmd/govm
 // and the benchmarks in bench/: Run and RunUntil for a whole run, Start and Proc
 // for a benchmark that times what happens during one; Parse, ParseResult and
-// Output.Check for the protocol; WritePatternImage for the disk the blk tests read.
+// Output.Check for the protocol; ReadTable and SelectGroups for guest/tests.cfg;
+// WritePatternImage for the disk the blk tests read.
 package guestrun
 
 import (
