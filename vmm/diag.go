@@ -7,9 +7,6 @@ import (
 	"github.com/govm/govm/kvm"
 )
 
-// KVM_INTERNAL_ERROR_EMULATION: the instruction emulator gave up.
-const internalErrorEmulation = 1
-
 // describeInternalError turns KVM_EXIT_INTERNAL_ERROR into one line: what,
 // where (RIP and instruction bytes) and, on an emulation-only host, the
 // instruction KVM's emulator lacks when we recognise it.
@@ -17,7 +14,7 @@ func (m *Machine) describeInternalError(v *kvm.VCPU, e kvm.ExitInternalError) st
 	msg := fmt.Sprintf("KVM_EXIT_INTERNAL_ERROR on vCPU %d: suberror %d", v.ID(), e.Suberror)
 	insn, rip := m.instructionBytes(v)
 	msg += fmt.Sprintf(", rip %#x, bytes % x", rip, insn)
-	if e.Suberror == internalErrorEmulation && m.emulationOnly {
+	if e.Suberror == kvm.InternalErrorEmulation && m.emulationOnly {
 		if name := unemulated(insn); name != "" {
 			msg += fmt.Sprintf(": the guest executed %s, which this host's KVM instruction emulator does not implement (the host has no VT-x/AMD-V; see docs/boot.md)", name)
 		} else {

@@ -8,13 +8,6 @@ import (
 	"github.com/govm/govm/kvm"
 )
 
-// KVM_SYSTEM_EVENT types (include/uapi/linux/kvm.h).
-const (
-	systemEventShutdown = 1
-	systemEventReset    = 2
-	systemEventCrash    = 3
-)
-
 func (m *Machine) setupVCPUs() error {
 	supported, err := m.sys.SupportedCPUID()
 	if err != nil {
@@ -91,9 +84,9 @@ func (m *Machine) handleExit(v *kvm.VCPU, exit kvm.Exit) (r Result, stop bool) {
 		return Result{Status: 0, Reason: fmt.Sprintf("guest reset (triple fault on vCPU %d)", v.ID())}, true
 	case kvm.ExitSystemEvent:
 		switch e.Type {
-		case systemEventReset:
+		case kvm.SystemEventReset:
 			return Result{Status: 0, Reason: "guest requested reset"}, true
-		case systemEventShutdown:
+		case kvm.SystemEventShutdown:
 			return Result{Status: 0, Reason: "guest powered off"}, true
 		default:
 			return Result{Status: 1, Reason: fmt.Sprintf("guest system event %d (crash)", e.Type)}, true

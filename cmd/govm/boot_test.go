@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/cpu"
 )
 
 // TestBootCommandLineRoundTrip: the command line the test kernel reads
@@ -151,13 +153,10 @@ func TestBootExitStatus(t *testing.T) {
 	}
 }
 
+// hostEmulationOnly is what govm itself decides (cpu.EmulationOnly).
 func hostEmulationOnly() bool {
-	_, err := os.Stat("/sys/module/kvm_pvm")
-	if err == nil {
-		return true
-	}
-	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
-	return err == nil && !strings.Contains(string(cpuinfo), " vmx") && !strings.Contains(string(cpuinfo), " svm")
+	emu, _ := cpu.EmulationOnly()
+	return emu
 }
 
 func hostMemTotal() (uint64, error) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/cpu"
 )
 
 // exitCase runs govm and checks its status and the last line it printed.
@@ -151,4 +153,24 @@ func TestExitKVMIoctlFails(t *testing.T) {
 		return
 	}
 	t.Fatal("no fd limit up to 64 made KVM_CREATE_VM fail")
+}
+
+// TestHostSaysItOnce: govm host prints why guest code is emulated once,
+// in cpu.EmulationOnly's words, not wrapped in the same words again.
+func TestHostSaysItOnce(t *testing.T) {
+	needKVM(t)
+	o := runGovm(t, "", "host")
+	if o.ExitCode != 0 {
+		t.Fatalf("govm host: exit %d\n%s", o.ExitCode, o.stderr)
+	}
+	if !hostEmulationOnly() {
+		if !strings.Contains(o.stdout, "emulation-only: no") {
+			t.Fatalf("govm host on a host with VT-x/AMD-V:\n%s", o.stdout)
+		}
+		return
+	}
+	_, why := cpu.EmulationOnly()
+	if want := "emulation-only: yes: " + why + "\n"; !strings.HasSuffix(o.stdout, want) || strings.Count(o.stdout, "instruction emulator") != 1 {
+		t.Fatalf("govm host says\n%s\nwant its last line %q and the emulator named once", o.stdout, want)
+	}
 }

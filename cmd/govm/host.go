@@ -28,7 +28,7 @@ func newHostCmd() *cobra.Command {
 				fmt.Fprintf(out, "emulation-only KVM: %s\n", why)
 				return nil
 			}
-			sys, err := kvm.Open("/dev/kvm")
+			sys, err := kvm.Open(kvm.DefaultPath)
 			if err != nil {
 				return err
 			}
@@ -37,9 +37,9 @@ func newHostCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "kvm: /dev/kvm API %d\n", api)
+			fmt.Fprintf(out, "kvm: %s API %d\n", kvm.DefaultPath, api)
 			if emu {
-				fmt.Fprintf(out, "emulation-only: yes (%s): guest kernel code runs in KVM's instruction emulator\n", why)
+				fmt.Fprintf(out, "emulation-only: yes: %s\n", why) // why says what that means
 			} else {
 				fmt.Fprintln(out, "emulation-only: no (hardware virtualization)")
 			}
