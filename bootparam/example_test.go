@@ -2,6 +2,8 @@ package bootparam
 
 import (
 	"fmt"
+
+	"github.com/govm/govm/layout"
 )
 
 // The boot path as vmm uses it: load the kernel, build the command line,
@@ -24,7 +26,7 @@ func Example() {
 		return
 	}
 	zp, err := BuildZeroPage(ZeroPageConfig{
-		Header: k.Header, CmdlineAddr: CmdlineAddr, CmdlineLen: uint32(len(line)),
+		Header: k.Header, CmdlineAddr: layout.CmdlineAddr, CmdlineLen: uint32(len(line)),
 		InitrdAddr: initrd, InitrdSize: 3 << 20, E820: E820Map(memSize),
 	})
 	if err != nil {

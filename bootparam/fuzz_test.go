@@ -2,6 +2,8 @@ package bootparam
 
 import (
 	"testing"
+
+	"github.com/govm/govm/layout"
 )
 
 // FuzzLoad feeds arbitrary bytes to Load: a kernel image comes from the
@@ -25,8 +27,8 @@ func FuzzLoad(f *testing.F) {
 		}
 		inside := false
 		for _, s := range k.Segments {
-			if s.GPA < MinLoadAddr || s.MemSize > MaxLoadEnd || s.GPA > MaxLoadEnd-s.MemSize {
-				t.Fatalf("segment %#x+%#x outside [%#x, %#x)", s.GPA, s.MemSize, MinLoadAddr, MaxLoadEnd)
+			if s.GPA < layout.HighMemStart || s.MemSize > layout.PCIHoleStart || s.GPA > layout.PCIHoleStart-s.MemSize {
+				t.Fatalf("segment %#x+%#x outside [%#x, %#x)", s.GPA, s.MemSize, layout.HighMemStart, layout.PCIHoleStart)
 			}
 			if uint64(len(s.Data)) > s.MemSize {
 				t.Fatalf("segment data %#x > memsz %#x", len(s.Data), s.MemSize)

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"path/filepath"
 	"testing"
+
+	"github.com/govm/govm/layout"
 )
 
 // bz describes a crafted bzImage for tests.
@@ -33,7 +35,7 @@ func (b bz) build() []byte {
 	le.PutUint32(img[offHeader:], HeaderMagic)
 	le.PutUint16(img[offVersion:], b.version)
 	img[offLoadFlags] = LoadedHigh
-	le.PutUint32(img[offCode32Start:], KernelLoadAddr)
+	le.PutUint32(img[offCode32Start:], layout.KernelLoadAddr)
 	le.PutUint32(img[offInitrdAddrMax:], 0x7fffffff)
 	le.PutUint32(img[offKernelAlign:], 0x200000)
 	img[offRelocatable] = 1

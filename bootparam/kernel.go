@@ -9,24 +9,17 @@ import (
 	"time"
 
 	"github.com/govm/govm/bootparam/decompress"
+	"github.com/govm/govm/layout"
 )
 
-// Guest physical addresses the loader uses (see the memory layout in the
-// team brief).
+// Where the loader puts a kernel. The addresses are package layout's: a
+// kernel segment lies in [layout.HighMemStart, layout.PCIHoleStart), above
+// govm's zero page, page tables, command line and the BIOS area, and below
+// the PCI hole; the fallback boot loads at layout.KernelLoadAddr.
 const (
-	// KernelLoadAddr is where the protected-mode part of a bzImage goes
-	// (code32_start's traditional value; boot.rst "LOADING THE REST OF THE
-	// KERNEL").
-	KernelLoadAddr = 0x100000
-	// Entry64Offset is the 64-bit entry point relative to KernelLoadAddr
-	// (boot.rst, "64-BIT BOOT PROTOCOL").
+	// Entry64Offset is the 64-bit entry point relative to the start of
+	// the protected-mode part (boot.rst, "64-BIT BOOT PROTOCOL").
 	Entry64Offset = 0x200
-	// MinLoadAddr is the lowest address a kernel segment may occupy: below
-	// it are govm's zero page, page tables, command line and the BIOS area.
-	MinLoadAddr = 0x100000
-	// MaxLoadEnd bounds every kernel segment and the initrd: low RAM ends
-	// at the 3 GiB PCI hole.
-	MaxLoadEnd = LowRAMEnd
 	// MaxDecompressed caps a bzImage payload's decompressed size.
 	MaxDecompressed = decompress.DefaultLimit
 )
@@ -59,7 +52,7 @@ type Kernel struct {
 // the guest never runs the kernel's decompressor, which on our hosts is
 // emulated and would take minutes. When the payload is absent, in an
 // unsupported format or not ELF, Load falls back to the 64-bit boot
-// protocol: the protected-mode code at KernelLoadAddr, entry at +0x200; that
+// protocol: the protected-mode code at layout.KernelLoadAddr, entry at +0x200; that
 // needs protocol >= 2.12 with XLF_KERNEL_64. A payload in a known format
 // that fails to decompress is an error, not a fallback: the kernel's own
 // decompressor would fail on it too, only minutes later.
@@ -156,13 +149,13 @@ func load(img []byte, limit int64, cache PayloadCache) (*Kernel, error) {
 		return nil, fmt.Errorf("%w: protocol %d.%02d, xloadflags %#x (need protocol >= 2.12 with XLF_KERNEL_64); and the payload cannot be loaded directly: %s",
 			ErrNot64Bit, h.Version>>8, h.Version&0xff, h.XLoadFlags, reason)
 	}
-	if uint64(len(pm)) > MaxLoadEnd-KernelLoadAddr {
-		return nil, fmt.Errorf("%w: protected-mode kernel of %d bytes does not fit below %#x", ErrPayload, len(pm), uint64(MaxLoadEnd))
+	if uint64(len(pm)) > layout.PCIHoleStart-layout.KernelLoadAddr {
+		return nil, fmt.Errorf("%w: protected-mode kernel of %d bytes does not fit below %#x", ErrPayload, len(pm), uint64(layout.PCIHoleStart))
 	}
-	seg := Segment{GPA: KernelLoadAddr, Data: pm, MemSize: uint64(len(pm))}
+	seg := Segment{GPA: layout.KernelLoadAddr, Data: pm, MemSize: uint64(len(pm))}
 	return &Kernel{
 		Header: h, Segments: []Segment{seg},
-		Entry:  KernelLoadAddr + Entry64Offset,
+		Entry:  layout.KernelLoadAddr + Entry64Offset,
 		End:    max(seg.End(), bzImageEnd(h, len(pm))),
 		Format: "bzImage, 64-bit entry at 1 MiB + 0x200 (" + reason + ")",
 	}, nil
@@ -172,11 +165,11 @@ func load(img []byte, limit int64, cache PayloadCache) (*Kernel, error) {
 // init_size bytes from the higher of the load address and pref_address
 // (arch/x86/boot/compressed/head_64.S moves itself there before unpacking).
 func bzImageEnd(h *SetupHeader, pmLen int) uint64 {
-	base := max(uint64(KernelLoadAddr), h.PrefAddress)
-	if base > MaxLoadEnd {
-		base = KernelLoadAddr
+	base := max(uint64(layout.KernelLoadAddr), h.PrefAddress)
+	if base > layout.PCIHoleStart {
+		base = layout.KernelLoadAddr
 	}
-	return max(KernelLoadAddr+uint64(pmLen), base+uint64(h.InitSize))
+	return max(layout.KernelLoadAddr+uint64(pmLen), base+uint64(h.InitSize))
 }
 
 func segmentsEnd(segs []Segment) uint64 {
@@ -272,8 +265,8 @@ func loadELF(img []byte) ([]Segment, uint64, error) {
 		}
 		// The guest's boot structures live below 1 MiB and the
 		// PCI hole starts at 3 GiB: a segment must fit between.
-		if paddr < MinLoadAddr || paddr > MaxLoadEnd || memsz > MaxLoadEnd-paddr {
-			return nil, 0, fmt.Errorf("%w: segment %d: physical range %#x+%#x outside [%#x, %#x)", ErrBadELF, i, paddr, memsz, MinLoadAddr, MaxLoadEnd)
+		if paddr < layout.HighMemStart || paddr > layout.PCIHoleStart || memsz > layout.PCIHoleStart-paddr {
+			return nil, 0, fmt.Errorf("%w: segment %d: physical range %#x+%#x outside [%#x, %#x)", ErrBadELF, i, paddr, memsz, layout.HighMemStart, layout.PCIHoleStart)
 		}
 		s := Segment{GPA: paddr, Data: img[off : off+filesz], MemSize: memsz}
 		for j, o := range segs {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/govm/govm/bootparam/decompress"
+	"github.com/govm/govm/layout"
 )
 
 func TestLoadDebian(t *testing.T) {
@@ -42,7 +43,7 @@ func TestLoadDebian(t *testing.T) {
 	inside := false
 	var end uint64
 	for _, s := range k.Segments {
-		if s.GPA < MinLoadAddr || s.End() > MaxLoadEnd || uint64(len(s.Data)) > s.MemSize {
+		if s.GPA < layout.HighMemStart || s.End() > layout.PCIHoleStart || uint64(len(s.Data)) > s.MemSize {
 			t.Errorf("segment %#x+%#x (file %#x) out of bounds", s.GPA, s.MemSize, len(s.Data))
 		}
 		inside = inside || (k.Entry >= s.GPA && k.Entry < s.GPA+uint64(len(s.Data)))
@@ -120,7 +121,7 @@ func TestLoadBzImage(t *testing.T) {
 			if !strings.HasPrefix(k.Format, tc.format) || k.Entry != tc.entry || k.Segments[0].GPA != tc.firstGPA {
 				t.Fatalf("format %q entry %#x gpa %#x", k.Format, k.Entry, k.Segments[0].GPA)
 			}
-			if tc.firstGPA == KernelLoadAddr {
+			if tc.firstGPA == layout.KernelLoadAddr {
 				h, _ := ParseSetupHeader(tc.img)
 				if !bytes.Equal(k.Segments[0].Data, tc.img[h.KernelOffset():]) {
 					t.Error("fallback segment is not the protected-mode part")

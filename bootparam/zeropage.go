@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+
+	"github.com/govm/govm/layout"
 )
 
 // Offsets in struct boot_params (Documentation/x86/zero-page.rst) that are
@@ -128,25 +130,8 @@ const (
 	E820Reserved = 2
 )
 
-// Guest physical layout boundaries (team brief, "Guest physical memory
-// layout").
-const (
-	// EBDAStart: [EBDAStart, 0xa0000) is the extended BIOS data area,
-	// reserved so the kernel does not use what legacy code expects there.
-	EBDAStart = 0x9fc00
-	// VGAStart to BIOSStart is the legacy VGA/option-ROM hole, not RAM.
-	VGAStart = 0xa0000
-	// BIOSStart: [BIOSStart, HighMemStart) holds the MP tables; reserved.
-	BIOSStart = 0xf0000
-	// HighMemStart is 1 MiB, where "extended" memory begins.
-	HighMemStart = 0x100000
-	// LowRAMEnd is the start of the 32-bit PCI/MMIO hole (3 GiB).
-	LowRAMEnd = 0xc0000000
-	// HighRAMStart is where RAM beyond LowRAMEnd is mapped (4 GiB).
-	HighRAMStart = 0x100000000
-	// MaxE820Entries is the room in boot_params.e820_table.
-	MaxE820Entries = 128
-)
+// MaxE820Entries is the room in boot_params.e820_table.
+const MaxE820Entries = 128
 
 // E820Entry is one range of the guest memory map.
 type E820Entry struct {
@@ -158,25 +143,26 @@ type E820Entry struct {
 // End is the first address after the entry.
 func (e E820Entry) End() uint64 { return e.Addr + e.Size }
 
-// E820Map is the memory map for a guest with memSize bytes of RAM: RAM below
-// the EBDA, the EBDA and BIOS area reserved, RAM from 1 MiB up to the PCI
-// hole, and whatever RAM does not fit below 3 GiB relocated above 4 GiB.
-// The VGA hole (0xa0000-0xf0000) is left out: it is not RAM. govm requires
+// E820Map is the memory map for a guest with memSize bytes of RAM, over the
+// addresses in package layout: RAM below the EBDA, the EBDA and BIOS area
+// reserved, RAM from 1 MiB up to the PCI hole, and whatever RAM does not
+// fit below the hole relocated to layout.HighRAMStart. The VGA hole
+// (layout.VGAStart to layout.BIOSStart) is left out: it is not RAM. govm requires
 // at least a few MiB of RAM; for a memSize below 1 MiB only the low RAM
 // range that exists is reported.
 func E820Map(memSize uint64) []E820Entry {
 	var m []E820Entry
 	if memSize > 0 {
-		m = append(m, E820Entry{Addr: 0, Size: min(memSize, EBDAStart), Type: E820RAM})
+		m = append(m, E820Entry{Addr: 0, Size: min(memSize, layout.EBDAStart), Type: E820RAM})
 	}
 	m = append(m,
-		E820Entry{Addr: EBDAStart, Size: VGAStart - EBDAStart, Type: E820Reserved},
-		E820Entry{Addr: BIOSStart, Size: HighMemStart - BIOSStart, Type: E820Reserved})
-	if memSize > HighMemStart {
-		m = append(m, E820Entry{Addr: HighMemStart, Size: min(memSize, LowRAMEnd) - HighMemStart, Type: E820RAM})
+		E820Entry{Addr: layout.EBDAStart, Size: layout.VGAStart - layout.EBDAStart, Type: E820Reserved},
+		E820Entry{Addr: layout.BIOSStart, Size: layout.HighMemStart - layout.BIOSStart, Type: E820Reserved})
+	if memSize > layout.HighMemStart {
+		m = append(m, E820Entry{Addr: layout.HighMemStart, Size: min(memSize, layout.PCIHoleStart) - layout.HighMemStart, Type: E820RAM})
 	}
-	if memSize > LowRAMEnd {
-		m = append(m, E820Entry{Addr: HighRAMStart, Size: memSize - LowRAMEnd, Type: E820RAM})
+	if memSize > layout.PCIHoleStart {
+		m = append(m, E820Entry{Addr: layout.HighRAMStart, Size: memSize - layout.PCIHoleStart, Type: E820RAM})
 	}
 	return m
 }
@@ -184,11 +170,7 @@ func E820Map(memSize uint64) []E820Entry {
 // LowRAMTop is the end of the RAM below the PCI hole for a guest of memSize
 // bytes: the highest address (exclusive) usable for things that must stay
 // below 4 GiB, such as the initrd of a kernel without XLF_CAN_BE_LOADED_ABOVE_4G.
-func LowRAMTop(memSize uint64) uint64 { return min(memSize, LowRAMEnd) }
-
-// CmdlineAddr is where govm places the kernel command line (team brief,
-// guest memory layout); the zero page's cmd_line_ptr points here.
-const CmdlineAddr = 0x20000
+func LowRAMTop(memSize uint64) uint64 { return min(memSize, layout.PCIHoleStart) }
 
 // BuildCmdline joins the VMM's default arguments and the user's with a
 // space and checks the result against limit, the kernel's cmdline_size
@@ -237,7 +219,7 @@ func InitrdAddr(hdr *SetupHeader, memSize, initrdSize, kernelEnd uint64) (uint64
 	}
 	top := min(limit, LowRAMTop(memSize))
 	// Nothing of the initrd may sit in govm's boot structures below 1 MiB.
-	bottom := alignUp(max(kernelEnd, HighMemStart), pageSize)
+	bottom := alignUp(max(kernelEnd, layout.HighMemStart), pageSize)
 	if initrdSize > top || bottom > top-initrdSize || (top-initrdSize)&^(pageSize-1) < bottom {
 		return 0, fmt.Errorf("%w: initrd is %s, but only %s is free between the kernel's end at %s and %s "+
 			"(min of RAM size %s, 3 GiB and the kernel's initrd_addr_max): give the guest more memory or use a smaller initrd",

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/govm/govm/layout"
 )
 
 func TestE820Map(t *testing.T) {
@@ -43,14 +45,14 @@ func TestE820Map(t *testing.T) {
 			if e.Type == E820RAM {
 				ram += e.Size
 				// No RAM in the VGA/BIOS holes or the PCI hole.
-				if e.Addr < HighMemStart && e.End() > EBDAStart || e.Addr < HighRAMStart && e.End() > LowRAMEnd {
+				if e.Addr < layout.HighMemStart && e.End() > layout.EBDAStart || e.Addr < layout.HighRAMStart && e.End() > layout.PCIHoleStart {
 					t.Errorf("%d MiB: RAM entry %+v crosses a hole", tc.mem>>20, e)
 				}
 			}
 		}
 		// All memory is RAM except the 1 KiB EBDA and the 0xa0000-0x100000
 		// window, which the guest does not get.
-		if want := tc.mem - (HighMemStart - EBDAStart); ram != want {
+		if want := tc.mem - (layout.HighMemStart - layout.EBDAStart); ram != want {
 			t.Errorf("%d MiB: RAM sums to %#x, want %#x", tc.mem>>20, ram, want)
 		}
 	}
@@ -122,7 +124,7 @@ func TestBuildZeroPageDebianHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zp, err := BuildZeroPage(ZeroPageConfig{Header: h, CmdlineAddr: CmdlineAddr, CmdlineLen: 10, E820: E820Map(512 << 20)})
+	zp, err := BuildZeroPage(ZeroPageConfig{Header: h, CmdlineAddr: layout.CmdlineAddr, CmdlineLen: 10, E820: E820Map(512 << 20)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +144,13 @@ func TestBuildZeroPageDebianHeader(t *testing.T) {
 }
 
 func TestBuildZeroPageELF(t *testing.T) {
-	zp, err := BuildZeroPage(ZeroPageConfig{CmdlineAddr: CmdlineAddr, CmdlineLen: 5, E820: E820Map(64 << 20)})
+	zp, err := BuildZeroPage(ZeroPageConfig{CmdlineAddr: layout.CmdlineAddr, CmdlineLen: 5, E820: E820Map(64 << 20)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	le := binary.LittleEndian
 	if le.Uint16(zp[0x1fe:]) != 0xaa55 || le.Uint32(zp[0x202:]) != HeaderMagic || zp[0x210] != 0xff ||
-		le.Uint32(zp[0x228:]) != CmdlineAddr || le.Uint32(zp[0x238:]) != DefaultCmdlineSz || zp[0x1e8] != 4 ||
+		le.Uint32(zp[0x228:]) != layout.CmdlineAddr || le.Uint32(zp[0x238:]) != DefaultCmdlineSz || zp[0x1e8] != 4 ||
 		le.Uint32(zp[0x218:]) != 0 || le.Uint32(zp[0x21c:]) != 0 {
 		t.Fatalf("synthesized header wrong: % x", zp[0x1f1:0x26c])
 	}

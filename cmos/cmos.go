@@ -9,13 +9,15 @@
 // mc146818_get_time() and rtc-cmos tolerate.
 //
 // The memory-size bytes are the ones SeaBIOS and QEMU's pc_cmos_init()
-// use, derived from the RAM size and govm's fixed layout (RAM below the
-// 3 GiB PCI hole, the rest above 4 GiB).
+// use, derived from the RAM size and govm's memory map (package layout:
+// RAM below layout.PCIHoleStart, the rest from layout.HighRAMStart).
 package cmos
 
 import (
 	"sync"
 	"time"
+
+	"github.com/govm/govm/layout"
 )
 
 // Ports: register at Base with length NumPorts; off 0 is the index
@@ -62,12 +64,6 @@ const (
 	hour12PM      = 0x80 // PM flag in the hours register in 12-hour mode
 )
 
-// Guest memory layout constants (see the team brief's e820 map).
-const (
-	pciHole = 0xc0000000 // low RAM ends here at the latest
-	fourGiB = 1 << 32
-)
-
 // CMOS is the RTC and its RAM. It is safe for concurrent use.
 type CMOS struct {
 	mu    sync.Mutex
@@ -94,10 +90,10 @@ func (c *CMOS) setMemory(memSize uint64) {
 		c.ram[lo+1] = byte(v >> 8)
 	}
 	put16(regBaseLo, 640)
-	low := min(memSize, pciHole)
+	low := min(memSize, layout.PCIHoleStart)
 	ext := uint64(0)
-	if low > 1<<20 {
-		ext = min((low-1<<20)>>10, 0xffff)
+	if low > layout.HighMemStart {
+		ext = min((low-layout.HighMemStart)>>10, 0xffff)
 	}
 	put16(regExtLo, ext)
 	put16(regExt2Lo, ext)
@@ -107,8 +103,8 @@ func (c *CMOS) setMemory(memSize uint64) {
 	}
 	put16(regHighLo, high)
 	var above uint64
-	if memSize > pciHole {
-		above = (memSize - pciHole) >> 16 // mapped at 4 GiB
+	if memSize > layout.PCIHoleStart {
+		above = (memSize - layout.PCIHoleStart) >> 16 // mapped at layout.HighRAMStart
 	}
 	above = min(above, 0xffffff)
 	c.ram[regAbove4G] = byte(above)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +30,7 @@ func newVM(t *testing.T, irqchip bool, memSize int) (*kvm.System, *kvm.VM, *gues
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { vm.Close() })
-	if err := vm.SetTSSAddr(0xfffbd000); err != nil {
+	if err := vm.SetTSSAddr(layout.KVMTSSAddr); err != nil {
 		t.Fatal(err)
 	}
 	if irqchip {
@@ -56,7 +57,7 @@ func TestSetupLongModeRunsOnKVM(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	sys, vm, mem := newVM(t, false, 4<<20)
-	const entry, zeroPage = 0x100000, 0x7000
+	const entry, zeroPage = layout.KernelLoadAddr, layout.ZeroPageAddr
 	prog := []byte{
 		0x48, 0xb8, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, // movabs $0x1122334455667788,%rax
 		0x48, 0x89, 0x06, // mov %rax,(%rsi)        (RSI = zero page)
@@ -120,7 +121,7 @@ func TestSetupLongModeRunsOnKVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.EFER&eferLMA == 0 || s.CS.L != 1 || s.CS.Selector != SelectorCode || s.CR3 != PML4Addr {
+	if s.EFER&eferLMA == 0 || s.CS.L != 1 || s.CS.Selector != SelectorCode || s.CR3 != layout.PML4Addr {
 		t.Fatalf("sregs after run: EFER %#x CS %+v CR3 %#x", s.EFER, s.CS, s.CR3)
 	}
 	msrs, err := v.GetMSRs([]uint32{msrMiscEnable, msrMTRRDefType})

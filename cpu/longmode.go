@@ -6,24 +6,22 @@ import (
 
 	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/layout"
 )
 
-// Guest-physical layout of the boot-time structures (the team's fixed
-// memory map).
+// The boot-time structures live at package layout's addresses (GDTAddr,
+// IDTAddr, BootStackTop, PML4Addr, PDPTAddr, PDAddr to PageTablesEnd).
 const (
-	GDTAddr      = 0x500  // boot GDT, 4 entries
-	IDTAddr      = 0x520  // empty boot IDT
-	BootStackTop = 0x8ff0 // initial RSP of the boot vCPU
-	PML4Addr     = 0x9000
-	PDPTAddr     = 0xA000
-	PDAddr       = 0xB000 // four page directories, 0xB000-0xEFFF
-	numPDs       = 4      // 4 x 1 GiB
-	pageSize2M   = 2 << 20
+	// numPDs is how many page directories fit in the layout, one per GiB
+	// identity mapped: 4, covering the PCI hole up to layout.HighRAMStart.
+	numPDs     = (layout.PageTablesEnd - layout.PDAddr) / 4096
+	pageSize2M = 2 << 20
 )
 
 // Boot GDT selectors. Linux's 64-bit boot protocol wants __BOOT_CS (0x10)
 // and __BOOT_DS (0x18) with flat 4G segments. The TSS placeholder sits at
-// 0x08 because the IDT starts at 0x520, leaving room for four entries.
+// 0x08 because the IDT starts at layout.IDTAddr, leaving room for four
+// entries.
 const (
 	SelectorTSS  = 0x08
 	SelectorCode = 0x10 // __BOOT_CS
@@ -102,7 +100,8 @@ func BootGDT() [gdtEntries]uint64 {
 	}
 }
 
-// WriteGDT writes BootGDT at GDTAddr and an empty IDT at IDTAddr: any
+// WriteGDT writes BootGDT at layout.GDTAddr and an empty IDT at
+// layout.IDTAddr: any
 // exception before the kernel loads its own IDT triple-faults, which
 // is what a VMM wants to see.
 func WriteGDT(mem *guestmem.Memory) error {
@@ -110,10 +109,10 @@ func WriteGDT(mem *guestmem.Memory) error {
 	for i, d := range BootGDT() {
 		binary.LittleEndian.PutUint64(b[i*8:], d)
 	}
-	if err := mem.WriteAt(b[:], GDTAddr); err != nil {
+	if err := mem.WriteAt(b[:], layout.GDTAddr); err != nil {
 		return fmt.Errorf("cpu: writing boot GDT: %w", err)
 	}
-	if err := mem.WriteAt(make([]byte, 16), IDTAddr); err != nil {
+	if err := mem.WriteAt(make([]byte, 16), layout.IDTAddr); err != nil {
 		return fmt.Errorf("cpu: writing boot IDT: %w", err)
 	}
 	return nil
@@ -125,16 +124,17 @@ func WriteGDT(mem *guestmem.Memory) error {
 // command line to be identity mapped; mapping all 4 GiB also covers the
 // 32-bit MMIO hole.
 func WritePageTables(mem *guestmem.Memory) error {
-	tables := make([]byte, PDAddr+numPDs*4096-PML4Addr)
+	const pml4, pdpt, pd = layout.PML4Addr, layout.PDPTAddr, layout.PDAddr
+	tables := make([]byte, layout.PageTablesEnd-pml4)
 	le := binary.LittleEndian
-	le.PutUint64(tables[0:], PDPTAddr|pteP|pteRW)
+	le.PutUint64(tables[0:], pdpt|pteP|pteRW)
 	for i := uint64(0); i < numPDs; i++ {
-		le.PutUint64(tables[PDPTAddr-PML4Addr+8*i:], (PDAddr+i*4096)|pteP|pteRW)
+		le.PutUint64(tables[pdpt-pml4+8*i:], (pd+i*4096)|pteP|pteRW)
 		for j := uint64(0); j < 512; j++ {
-			le.PutUint64(tables[PDAddr-PML4Addr+i*4096+8*j:], (i*512+j)*pageSize2M|pteP|pteRW|ptePS)
+			le.PutUint64(tables[pd-pml4+i*4096+8*j:], (i*512+j)*pageSize2M|pteP|pteRW|ptePS)
 		}
 	}
-	if err := mem.WriteAt(tables, PML4Addr); err != nil {
+	if err := mem.WriteAt(tables, pml4); err != nil {
 		return fmt.Errorf("cpu: writing boot page tables: %w", err)
 	}
 	return nil
@@ -142,7 +142,7 @@ func WritePageTables(mem *guestmem.Memory) error {
 
 // BootSregs returns base (the vCPU's current sregs, for APIC base and the
 // LDT) switched to 64-bit long mode as the boot protocol requires: paging
-// on with CR3 = PML4Addr, CR4.PAE, EFER.LME|LMA, CS = __BOOT_CS,
+// on with CR3 = layout.PML4Addr, CR4.PAE, EFER.LME|LMA, CS = __BOOT_CS,
 // DS/ES/FS/GS/SS = __BOOT_DS, all taken from BootGDT so the hidden
 // segment state matches the GDT in memory.
 func BootSregs(base kvm.Sregs) kvm.Sregs {
@@ -152,21 +152,21 @@ func BootSregs(base kvm.Sregs) kvm.Sregs {
 	data := segmentFromDescriptor(SelectorData, gdt[SelectorData/8])
 	s.DS, s.ES, s.FS, s.GS, s.SS = data, data, data, data, data
 	s.TR = segmentFromDescriptor(SelectorTSS, gdt[SelectorTSS/8])
-	s.GDT = kvm.DTable{Base: GDTAddr, Limit: gdtEntries*8 - 1}
-	s.IDT = kvm.DTable{Base: IDTAddr, Limit: 0}
+	s.GDT = kvm.DTable{Base: layout.GDTAddr, Limit: gdtEntries*8 - 1}
+	s.IDT = kvm.DTable{Base: layout.IDTAddr, Limit: 0}
 	s.CR0 = cr0PE | cr0ET | cr0PG
 	s.CR2 = 0
-	s.CR3 = PML4Addr
+	s.CR3 = layout.PML4Addr
 	s.CR4 = cr4PAE
 	s.EFER = eferLME | eferLMA
 	return s
 }
 
 // BootRegs returns the general registers at the 64-bit entry point: RIP =
-// entry, RSI = the zero page, a stack below the page tables, RFLAGS with
+// entry, RSI = the zero page, RSP = layout.BootStackTop, RFLAGS with
 // only the reserved bit (interrupts off).
 func BootRegs(entry, bootParams uint64) kvm.Regs {
-	return kvm.Regs{RIP: entry, RSI: bootParams, RSP: BootStackTop, RBP: BootStackTop, RFLAGS: rflagsR1}
+	return kvm.Regs{RIP: entry, RSI: bootParams, RSP: layout.BootStackTop, RBP: layout.BootStackTop, RFLAGS: rflagsR1}
 }
 
 // BootFPU returns the x87/SSE reset state (FNINIT control word, MXCSR with

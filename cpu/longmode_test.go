@@ -5,6 +5,7 @@ import (
 
 	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/layout"
 )
 
 func fakeMem(t *testing.T, size int) *guestmem.Memory {
@@ -43,21 +44,21 @@ func TestWritePageTablesIdentity(t *testing.T) {
 	}
 	for _, va := range []uint64{0, 0x7000, 0x100200, 0x1ffff8, 0x200000, 0x3fe00123, 0x40000000,
 		0x7fffffff, 0x80000000, 0xc0000000, 0xfec00000, 0xfee00300, 0xffffffff} {
-		pa, ok := translate(t, mem, PML4Addr, va)
+		pa, ok := translate(t, mem, layout.PML4Addr, va)
 		if !ok || pa != va {
 			t.Errorf("va %#x -> %#x (mapped %v), want identity", va, pa, ok)
 		}
 	}
-	if _, ok := translate(t, mem, PML4Addr, 0x100000000); ok {
+	if _, ok := translate(t, mem, layout.PML4Addr, 0x100000000); ok {
 		t.Error("4 GiB is mapped; the boot map covers only the first 4 GiB")
 	}
 	// Only PML4[0] is present.
 	for i := uint64(1); i < 512; i++ {
-		if e, _ := mem.Uint64(PML4Addr + 8*i); e != 0 {
+		if e, _ := mem.Uint64(layout.PML4Addr + 8*i); e != 0 {
 			t.Fatalf("PML4[%d] = %#x, want 0", i, e)
 		}
 	}
-	if e, _ := mem.Uint64(PDAddr + 3*4096 + 511*8); e != 0xffe00000|0x83 {
+	if e, _ := mem.Uint64(layout.PDAddr + 3*4096 + 511*8); e != 0xffe00000|0x83 {
 		t.Errorf("last PD entry = %#x, want 0xffe00083", e)
 	}
 }
@@ -93,12 +94,12 @@ func TestBootGDTDescriptors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, d := range gdt {
-		if got, _ := mem.Uint64(GDTAddr + uint64(i)*8); got != d {
+		if got, _ := mem.Uint64(layout.GDTAddr + uint64(i)*8); got != d {
 			t.Errorf("GDT[%d] in memory = %#x, want %#x", i, got, d)
 		}
 	}
-	if GDTAddr+gdtEntries*8 > IDTAddr {
-		t.Fatalf("GDT [%#x,%#x) overlaps the IDT at %#x", GDTAddr, GDTAddr+gdtEntries*8, IDTAddr)
+	if layout.GDTAddr+gdtEntries*8 > layout.IDTAddr {
+		t.Fatalf("GDT [%#x,%#x) overlaps the IDT at %#x", layout.GDTAddr, layout.GDTAddr+gdtEntries*8, layout.IDTAddr)
 	}
 }
 
@@ -128,7 +129,7 @@ func TestBootSregs(t *testing.T) {
 	if s.CR0 != 0x80000011 {
 		t.Errorf("CR0 = %#x, want PE|ET|PG (0x80000011)", s.CR0)
 	}
-	if s.CR3 != PML4Addr || s.CR4 != 0x20 || s.EFER != 0x500 {
+	if s.CR3 != layout.PML4Addr || s.CR4 != 0x20 || s.EFER != 0x500 {
 		t.Errorf("CR3 %#x CR4 %#x EFER %#x", s.CR3, s.CR4, s.EFER)
 	}
 	if s.APICBase != base.APICBase || s.LDT != base.LDT {
@@ -152,7 +153,7 @@ func TestBootSregs(t *testing.T) {
 
 func TestBootRegsFPUMSRs(t *testing.T) {
 	r := BootRegs(0x100200, 0x7000)
-	if r.RIP != 0x100200 || r.RSI != 0x7000 || r.RSP != 0x8ff0 || r.RFLAGS != 2 {
+	if r.RIP != 0x100200 || r.RSI != 0x7000 || r.RSP != layout.BootStackTop || r.RFLAGS != 2 {
 		t.Errorf("regs = %+v", r)
 	}
 	if f := BootFPU(); f.FCW != 0x37f || f.MXCSR != 0x1f80 {

@@ -32,7 +32,7 @@ func (vm *VM) Close() error {
 
 // SetTSSAddr places the three pages Intel VMX needs for real-mode emulation
 // (KVM_SET_TSS_ADDR). They must be inside the guest physical address space
-// but outside RAM and MMIO (govm uses 0xfffbd000).
+// but outside RAM and MMIO (govm uses layout.KVMTSSAddr).
 func (vm *VM) SetTSSAddr(addr uint64) error {
 	if _, err := ioctl(vm.fd, kvmSetTSSAddr, uintptr(addr)); err != nil {
 		return fmt.Errorf("KVM_SET_TSS_ADDR %#x: %w", addr, err)
@@ -41,8 +41,8 @@ func (vm *VM) SetTSSAddr(addr uint64) error {
 }
 
 // SetIdentityMapAddr places the one-page EPT identity map VMX uses for
-// unpaged guest modes (KVM_SET_IDENTITY_MAP_ADDR; govm uses 0xfffbc000).
-// Call it before creating vCPUs.
+// unpaged guest modes (KVM_SET_IDENTITY_MAP_ADDR; govm uses
+// layout.KVMIdentityMapAddr). Call it before creating vCPUs.
 func (vm *VM) SetIdentityMapAddr(addr uint64) error {
 	a := addr
 	if _, err := ioctlPtr(vm.fd, kvmSetIdentityMapAddr, &a); err != nil {

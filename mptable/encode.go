@@ -1,6 +1,10 @@
 package mptable
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/govm/govm/layout"
+)
 
 // Structure sizes and entry types (MP spec 1.4 sections 4.1, 4.2, 4.3).
 const (
@@ -128,7 +132,7 @@ func buildTable(cfg *Config) []byte {
 	copy(b[16:28], productID[:])
 	// 28: OEM table pointer, 32: OEM table size: none.
 	binary.LittleEndian.PutUint16(b[34:], uint16(count))
-	binary.LittleEndian.PutUint32(b[36:], LAPICAddr)
+	binary.LittleEndian.PutUint32(b[36:], layout.LAPICAddr)
 	// 40: extended table length and checksum: no extended entries.
 	b[7] = checksum(b)
 	return b

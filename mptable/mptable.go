@@ -20,6 +20,7 @@ import (
 	"fmt"
 
 	"github.com/govm/govm/guestmem"
+	"github.com/govm/govm/layout"
 )
 
 // Errors.
@@ -28,15 +29,10 @@ var (
 	ErrUnaligned = errors.New("mptable: floating pointer must be 16-byte aligned")
 )
 
-// Addresses and constants of the PC platform (MP spec 1.4 chapter 3 and
-// 4; Linux arch/x86/include/asm/apicdef.h).
+// Constants of the PC platform (MP spec 1.4 chapter 3 and 4). The
+// addresses (the tables' own, layout.MPTableAddr; the IOAPIC's and local
+// APICs' MMIO bases) are package layout's.
 const (
-	// DefaultAddr is where govm puts the tables: the BIOS area, which
-	// Linux scans for "_MP_" (MP spec 4.1 lists it) and which govm's
-	// e820 map reserves.
-	DefaultAddr       = 0xf0000
-	DefaultIOAPICAddr = 0xfec00000
-	LAPICAddr         = 0xfee00000
 	// IOAPICPins is the number of redirection entries of KVM's IOAPIC.
 	IOAPICPins = 24
 	// MaxCPUs keeps LAPIC IDs 0..n-1 and the IOAPIC ID (n) below the
@@ -69,7 +65,7 @@ type PCIIRQ struct {
 type Config struct {
 	CPUs       int    // 1..MaxCPUs; LAPIC IDs 0..CPUs-1, CPU 0 boots
 	IOAPICID   uint8  // 0: CPUs (the first ID after the LAPICs)
-	IOAPICAddr uint32 // 0: DefaultIOAPICAddr
+	IOAPICAddr uint32 // 0: layout.IOAPICAddr
 	// ISAIRQs nil means DefaultISAIRQs(); an empty non-nil slice means
 	// no ISA interrupt entries.
 	ISAIRQs []ISAIRQ
@@ -123,7 +119,7 @@ func Write(mem *guestmem.Memory, addr uint64, cfg Config) (end uint64, err error
 		cfg.IOAPICID = uint8(cfg.CPUs)
 	}
 	if cfg.IOAPICAddr == 0 {
-		cfg.IOAPICAddr = DefaultIOAPICAddr
+		cfg.IOAPICAddr = layout.IOAPICAddr
 	}
 	if cfg.ISAIRQs == nil {
 		cfg.ISAIRQs = DefaultISAIRQs()

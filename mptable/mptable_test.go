@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/govm/govm/guestmem"
+	"github.com/govm/govm/layout"
 )
 
 // parsed is what an independent reader of MP spec 1.4 sees.
@@ -135,25 +136,25 @@ func TestLayoutAndChecksums(t *testing.T) {
 	for _, cpus := range []int{1, 2, 8, MaxCPUs} {
 		t.Run(fmt.Sprint(cpus, "cpus"), func(t *testing.T) {
 			m, ram := newMem(t)
-			end, err := Write(m, DefaultAddr, Config{CPUs: cpus})
+			end, err := Write(m, layout.MPTableAddr, Config{CPUs: cpus})
 			if err != nil {
 				t.Fatal(err)
 			}
 			wantLen := 16 + 44 + 20*cpus + 8*(1+1+15+2)
-			if end != DefaultAddr+uint64(wantLen) {
-				t.Fatalf("end %#x, want %#x", end, DefaultAddr+wantLen)
+			if end != layout.MPTableAddr+uint64(wantLen) {
+				t.Fatalf("end %#x, want %#x", end, layout.MPTableAddr+wantLen)
 			}
-			if s := sum(ram[DefaultAddr : DefaultAddr+16]); s != 0 {
+			if s := sum(ram[layout.MPTableAddr : layout.MPTableAddr+16]); s != 0 {
 				t.Fatalf("floating pointer sums to %#x", s)
 			}
-			if s := sum(ram[DefaultAddr+16 : end]); s != 0 {
+			if s := sum(ram[layout.MPTableAddr+16 : end]); s != 0 {
 				t.Fatalf("table sums to %#x", s)
 			}
 			p, err := parse(ram, 0xf0000, 0x10000)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.tableAddr != DefaultAddr+16 || p.lapic != LAPICAddr || p.feature2 != 0 {
+			if p.tableAddr != layout.MPTableAddr+16 || p.lapic != layout.LAPICAddr || p.feature2 != 0 {
 				t.Fatalf("table %#x lapic %#x feature2 %#x", p.tableAddr, p.lapic, p.feature2)
 			}
 			if p.oem != "GOVM    " || len(p.prod) != 12 {
@@ -171,7 +172,7 @@ func TestLayoutAndChecksums(t *testing.T) {
 					t.Fatalf("cpu %d: id %d flags %#x", i, c.id, c.flags)
 				}
 			}
-			if p.ioapicID != uint8(cpus) || p.ioapicVer != 0x11 || p.ioapicAddr != DefaultIOAPICAddr {
+			if p.ioapicID != uint8(cpus) || p.ioapicVer != 0x11 || p.ioapicAddr != layout.IOAPICAddr {
 				t.Fatalf("ioapic id %d ver %#x addr %#x", p.ioapicID, p.ioapicVer, p.ioapicAddr)
 			}
 			if len(p.buses) != 1 || p.buses[0] != "ISA   " {
@@ -199,7 +200,7 @@ func TestPCIEntries(t *testing.T) {
 		{Device: 3, Pin: 1, IRQ: 10, Level: true, ActiveLow: true},
 		{Device: 31, Pin: 4, IRQ: 23},
 	}}
-	end, err := Write(m, DefaultAddr, cfg)
+	end, err := Write(m, layout.MPTableAddr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,15 +255,15 @@ func TestErrors(t *testing.T) {
 		cfg  Config
 		want error
 	}{
-		{"no cpus", DefaultAddr, Config{}, ErrConfig},
-		{"too many cpus", DefaultAddr, Config{CPUs: 255}, ErrConfig},
-		{"ioapic id collides", DefaultAddr, Config{CPUs: 4, IOAPICID: 3}, ErrConfig},
-		{"ioapic id broadcast", DefaultAddr, Config{CPUs: 4, IOAPICID: 0xff}, ErrConfig},
-		{"isa irq 16", DefaultAddr, Config{CPUs: 1, ISAIRQs: []ISAIRQ{{16, 16}}}, ErrConfig},
-		{"pci pin 0", DefaultAddr, Config{CPUs: 1, PCI: []PCIIRQ{{Device: 1, Pin: 0, IRQ: 9}}}, ErrConfig},
-		{"pci slot 32", DefaultAddr, Config{CPUs: 1, PCI: []PCIIRQ{{Device: 32, Pin: 1, IRQ: 9}}}, ErrConfig},
-		{"pci irq 24", DefaultAddr, Config{CPUs: 1, PCI: []PCIIRQ{{Device: 1, Pin: 1, IRQ: 24}}}, ErrConfig},
-		{"unaligned", DefaultAddr + 8, Config{CPUs: 1}, ErrUnaligned},
+		{"no cpus", layout.MPTableAddr, Config{}, ErrConfig},
+		{"too many cpus", layout.MPTableAddr, Config{CPUs: 255}, ErrConfig},
+		{"ioapic id collides", layout.MPTableAddr, Config{CPUs: 4, IOAPICID: 3}, ErrConfig},
+		{"ioapic id broadcast", layout.MPTableAddr, Config{CPUs: 4, IOAPICID: 0xff}, ErrConfig},
+		{"isa irq 16", layout.MPTableAddr, Config{CPUs: 1, ISAIRQs: []ISAIRQ{{16, 16}}}, ErrConfig},
+		{"pci pin 0", layout.MPTableAddr, Config{CPUs: 1, PCI: []PCIIRQ{{Device: 1, Pin: 0, IRQ: 9}}}, ErrConfig},
+		{"pci slot 32", layout.MPTableAddr, Config{CPUs: 1, PCI: []PCIIRQ{{Device: 32, Pin: 1, IRQ: 9}}}, ErrConfig},
+		{"pci irq 24", layout.MPTableAddr, Config{CPUs: 1, PCI: []PCIIRQ{{Device: 1, Pin: 1, IRQ: 24}}}, ErrConfig},
+		{"unaligned", layout.MPTableAddr + 8, Config{CPUs: 1}, ErrUnaligned},
 		{"outside memory", 1<<20 - 16, Config{CPUs: 1}, guestmem.ErrOutOfRange},
 	}
 	for _, tc := range tests {

@@ -7,13 +7,7 @@ import (
 
 	"github.com/govm/govm/bootparam"
 	"github.com/govm/govm/guestmem"
-)
-
-// Fixed boot-time addresses (see docs/boot.md and cpu.SetupLongMode).
-const (
-	zeroPageAddr = 0x7000
-	cmdlineAddr  = 0x20000
-	mptableAddr  = 0xF0000
+	"github.com/govm/govm/layout"
 )
 
 // bootInfo is what loading the kernel produced, for the log line and the
@@ -43,7 +37,7 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 	}
 	// k.End covers what the kernel occupies while booting, including a
 	// self-decompressing kernel's init_size area beyond its segments.
-	if k.End > memSize || k.End > pciHoleStart {
+	if k.End > memSize || k.End > layout.PCIHoleStart {
 		return nil, inputErrorf("kernel %s needs RAM up to %d MiB to boot; use a larger --mem", cfg.Kernel, (k.End+(1<<20)-1)>>20)
 	}
 	for _, s := range k.Segments {
@@ -63,7 +57,7 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 	if err != nil {
 		return nil, inputErrorf("%w", err)
 	}
-	if err := mem.WriteAt(append([]byte(cmdline), 0), cmdlineAddr); err != nil {
+	if err := mem.WriteAt(append([]byte(cmdline), 0), layout.CmdlineAddr); err != nil {
 		return nil, fmt.Errorf("vmm: writing command line: %w", err)
 	}
 
@@ -88,7 +82,7 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 
 	zp, err := bootparam.BuildZeroPage(bootparam.ZeroPageConfig{
 		Header:      k.Header,
-		CmdlineAddr: cmdlineAddr,
+		CmdlineAddr: layout.CmdlineAddr,
 		CmdlineLen:  uint32(len(cmdline)),
 		InitrdAddr:  bi.initrdAddr,
 		InitrdSize:  bi.initrdSize,
@@ -97,7 +91,7 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 	if err != nil {
 		return nil, err
 	}
-	if err := mem.WriteAt(zp, zeroPageAddr); err != nil {
+	if err := mem.WriteAt(zp, layout.ZeroPageAddr); err != nil {
 		return nil, fmt.Errorf("vmm: writing zero page: %w", err)
 	}
 	return bi, nil

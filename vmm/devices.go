@@ -9,6 +9,7 @@ import (
 	"github.com/govm/govm/i8042"
 	"github.com/govm/govm/iobus"
 	"github.com/govm/govm/irq"
+	"github.com/govm/govm/layout"
 	"github.com/govm/govm/mptable"
 	"github.com/govm/govm/portsink"
 	"github.com/govm/govm/serial"
@@ -50,7 +51,7 @@ func (m *Machine) setupDevices() error {
 	if err := m.setupPCI(); err != nil {
 		return err
 	}
-	if _, err := mptable.Write(m.ram.mem, mptableAddr, m.mptableConfig()); err != nil {
+	if _, err := mptable.Write(m.ram.mem, layout.MPTableAddr, m.mptableConfig()); err != nil {
 		return err
 	}
 	if m.cfg.Stdin != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/govm/govm/cpu"
 	"github.com/govm/govm/iobus"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/layout"
 	"github.com/govm/govm/pci"
 	"github.com/govm/govm/serial"
 	virtioblk "github.com/govm/govm/virtio/blk"
@@ -109,10 +110,10 @@ func New(cfg Config) (_ *Machine, err error) {
 	if m.vm, err = m.sys.CreateVM(); err != nil {
 		return nil, err
 	}
-	if err := m.vm.SetTSSAddr(tssAddr); err != nil {
+	if err := m.vm.SetTSSAddr(layout.KVMTSSAddr); err != nil {
 		return nil, err
 	}
-	if err := m.vm.SetIdentityMapAddr(identityAddr); err != nil {
+	if err := m.vm.SetIdentityMapAddr(layout.KVMIdentityMapAddr); err != nil {
 		return nil, err
 	}
 	if err := m.vm.CreateIRQChip(); err != nil {

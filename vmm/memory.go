@@ -11,16 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/govm/govm/guestmem"
+	"github.com/govm/govm/layout"
 )
 
-// Guest physical layout constants shared with bootparam (see docs/boot.md).
-const (
-	pciHoleStart = 0xC000_0000   // 3 GiB: start of the 32-bit MMIO hole
-	highRAMStart = 0x1_0000_0000 // 4 GiB: where RAM above the hole resumes
-	tssAddr      = 0xfffb_d000   // KVM_SET_TSS_ADDR: three pages in the hole
-	identityAddr = 0xfffb_c000   // KVM_SET_IDENTITY_MAP_ADDR: one page below
-	minMemSize   = 16 << 20      // below this not even the test kernel fits
-)
+// minMemSize is the smallest --mem: below it not even the test kernel fits.
+// (Guest addresses are package layout's.)
+const minMemSize = 16 << 20
 
 // ErrMemSize is returned for a --mem that cannot work.
 var ErrMemSize = errors.New("vmm: bad memory size")
@@ -70,7 +66,8 @@ func hostMemTotal() (uint64, error) {
 
 // allocRAM maps size bytes of anonymous memory (touched lazily, so a large
 // --mem costs only what the guest uses) and splits it at the PCI hole: the
-// first min(size, 3 GiB) at GPA 0, the rest at 4 GiB.
+// first min(size, layout.PCIHoleStart) at GPA 0, the rest at
+// layout.HighRAMStart.
 func allocRAM(size uint64) (*ram, error) {
 	host, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
@@ -86,9 +83,9 @@ func allocRAM(size uint64) (*ram, error) {
 	// Back the guest with transparent huge pages where the host allows it:
 	// fewer TLB misses and faster faulting of a large RAM.
 	_ = unix.Madvise(host, unix.MADV_HUGEPAGE)
-	regions := []guestmem.Region{{GPA: 0, Host: host[:min(size, pciHoleStart)]}}
-	if size > pciHoleStart {
-		regions = append(regions, guestmem.Region{GPA: highRAMStart, Host: host[pciHoleStart:]})
+	regions := []guestmem.Region{{GPA: 0, Host: host[:min(size, layout.PCIHoleStart)]}}
+	if size > layout.PCIHoleStart {
+		regions = append(regions, guestmem.Region{GPA: layout.HighRAMStart, Host: host[layout.PCIHoleStart:]})
 	}
 	mem, err := guestmem.New(regions...)
 	if err != nil {

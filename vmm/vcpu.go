@@ -6,6 +6,7 @@ import (
 
 	"github.com/govm/govm/cpu"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/layout"
 )
 
 func (m *Machine) setupVCPUs() error {
@@ -28,7 +29,7 @@ func (m *Machine) setupVCPUs() error {
 		// Application processors stay in wait-for-SIPI (the in-kernel
 		// LAPIC's reset state) until the guest starts them.
 		if id == 0 {
-			if err := cpu.SetupLongMode(m.ram.mem, v, m.boot.entry, zeroPageAddr); err != nil {
+			if err := cpu.SetupLongMode(m.ram.mem, v, m.boot.entry, layout.ZeroPageAddr); err != nil {
 				return err
 			}
 		}
