@@ -36,15 +36,17 @@ func checkMemSize(size uint64) error {
 	if size%(2<<20) != 0 {
 		return fmt.Errorf("%w: %d bytes is not a multiple of 2 MiB; use e.g. --mem %dM", ErrMemSize, size, (size>>20)+1)
 	}
-	total, err := hostMemTotal()
+	total, err := HostMemTotal()
 	if err == nil && size > total {
 		return fmt.Errorf("%w: %d MiB is more than the host's %d MiB; use a smaller --mem", ErrMemSize, size>>20, total>>20)
 	}
 	return nil
 }
 
-// hostMemTotal reads MemTotal from /proc/meminfo.
-func hostMemTotal() (uint64, error) {
+// HostMemTotal is the host's physical memory in bytes (MemTotal in
+// /proc/meminfo): the ceiling for --mem, and what the e2e tests read to
+// skip a size the host cannot give.
+func HostMemTotal() (uint64, error) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0, err

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/govm/govm/guestmem"
+	"github.com/govm/govm/kvm"
 	virtiopci "github.com/govm/govm/virtio/pci"
 )
 
@@ -126,7 +129,7 @@ func newTestMachine(t *testing.T) *Machine {
 	if kernel == "" {
 		t.Skip("GOVM_TEST_KERNEL not set (make test sets it)")
 	}
-	if _, err := os.Stat("/dev/kvm"); err != nil {
+	if _, err := os.Stat(kvm.DefaultPath); err != nil {
 		t.Skipf("no KVM: %v", err)
 	}
 	disk := filepath.Join(t.TempDir(), "disk.img")
@@ -157,4 +160,20 @@ func TestDeviceStatsAfterClose(t *testing.T) {
 		t.Fatalf("stats after Close: %q", after)
 	}
 	m.Close() // idempotent
+}
+
+// TestHostMemTotal: /proc/meminfo's MemTotal is the kernel's totalram, which
+// sysinfo(2) reports too; the two must agree to the byte.
+func TestHostMemTotal(t *testing.T) {
+	got, err := HostMemTotal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(si.Totalram) * uint64(si.Unit); got != want {
+		t.Fatalf("HostMemTotal = %d, sysinfo totalram = %d", got, want)
+	}
 }

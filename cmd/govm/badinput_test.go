@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/kvm"
 )
 
 // TestBadInput checks that every kind of bad user input gives exactly one
@@ -125,7 +127,7 @@ func TestBadInputKVMPermission(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("switching to an unprivileged user needs root")
 	}
-	st, err := os.Stat("/dev/kvm")
+	st, err := os.Stat(kvm.DefaultPath)
 	if err != nil {
 		t.Skipf("no /dev/kvm: %v", err)
 	}

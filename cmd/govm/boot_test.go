@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/govm/govm/cpu"
+	"github.com/govm/govm/vmm"
 )
 
 // TestBootCommandLineRoundTrip: the command line the test kernel reads
@@ -44,7 +45,7 @@ func TestBootE820(t *testing.T) {
 	}{{"64M", 64 << 20}, {"512M", 512 << 20}, {"3G", 3 * gib}, {"5G", 5 * gib}} {
 		t.Run(c.mem, func(t *testing.T) {
 			if c.size == 5*gib {
-				if total, err := hostMemTotal(); err != nil || total < c.size {
+				if total, err := vmm.HostMemTotal(); err != nil || total < c.size {
 					t.Skipf("host has %d MiB, 5G case needs more (%v)", total>>20, err)
 				}
 			}
@@ -157,18 +158,4 @@ func TestBootExitStatus(t *testing.T) {
 func hostEmulationOnly() bool {
 	emu, _ := cpu.EmulationOnly()
 	return emu
-}
-
-func hostMemTotal() (uint64, error) {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	var kb uint64
-	for _, l := range strings.Split(string(b), "\n") {
-		if _, err := fmt.Sscanf(l, "MemTotal: %d kB", &kb); err == nil {
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no MemTotal")
 }

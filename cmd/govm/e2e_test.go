@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/govm/govm/internal/guestrun"
+	"github.com/govm/govm/kvm"
 )
 
 var (
@@ -66,8 +67,8 @@ func needKVM(t *testing.T) {
 	if setupErr != nil {
 		t.Fatalf("setting up e2e tests: %v", setupErr)
 	}
-	if _, err := os.Stat("/dev/kvm"); err != nil {
-		t.Skipf("no /dev/kvm on this host (%v): L1 tests boot a real VM", err)
+	if _, err := os.Stat(kvm.DefaultPath); err != nil {
+		t.Skipf("no %s on this host (%v): L1 tests boot a real VM", kvm.DefaultPath, err)
 	}
 }
 
