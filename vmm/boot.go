@@ -57,6 +57,13 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 	if err != nil {
 		return nil, inputErrorf("%w", err)
 	}
+	// The line and its NUL must end below the EBDA, the next thing in the
+	// map: a kernel whose cmdline_size claims more room than govm has
+	// there would otherwise get a line the MP table later overwrites.
+	if room := uint64(layout.EBDAStart - layout.CmdlineAddr); uint64(len(cmdline))+1 > room {
+		return nil, inputErrorf("command line of %d bytes does not fit in the %d bytes govm has for it at %#x",
+			len(cmdline), room-1, layout.CmdlineAddr)
+	}
 	if err := mem.WriteAt(append([]byte(cmdline), 0), layout.CmdlineAddr); err != nil {
 		return nil, fmt.Errorf("vmm: writing command line: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/layout"
 	virtiopci "github.com/govm/govm/virtio/pci"
 )
 
@@ -175,5 +176,40 @@ func TestHostMemTotal(t *testing.T) {
 	}
 	if want := uint64(si.Totalram) * uint64(si.Unit); got != want {
 		t.Fatalf("HostMemTotal = %d, sysinfo totalram = %d", got, want)
+	}
+}
+
+// A kernel whose header claims a cmdline_size larger than the room between
+// layout.CmdlineAddr and the EBDA gets a clear input error for a line that
+// would not fit, not a line written over the EBDA and BIOS area.
+func TestLoadKernelCmdlineRoom(t *testing.T) {
+	kernel := os.Getenv("GOVM_TEST_KERNEL")
+	if kernel == "" {
+		t.Skip("GOVM_TEST_KERNEL not set (make test sets it)")
+	}
+	img, err := os.ReadFile(kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(img[0x238:], 0xffff_ffff) // cmdline_size
+	patched := filepath.Join(t.TempDir(), "bzImage")
+	if err := os.WriteFile(patched, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const size = 16 << 20
+	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: make([]byte, size)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := layout.EBDAStart - layout.CmdlineAddr
+	for _, tc := range []struct {
+		n  int
+		ok bool
+	}{{room - 1, true}, {room, false}} {
+		cfg := &Config{Kernel: patched, Params: strings.Repeat("a", tc.n)}
+		_, err := loadKernel(cfg, mem, size)
+		if tc.ok != (err == nil) || err != nil && (!IsInputError(err) || !strings.Contains(err.Error(), "does not fit")) {
+			t.Errorf("command line of %d bytes (room %d): err = %v", tc.n, room, err)
+		}
 	}
 }
