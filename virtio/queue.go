@@ -55,6 +55,8 @@ type Queue struct {
 	// until the first call so the first batch always interrupts.
 	signalledUsed  uint16
 	signalledValid bool
+
+	gate *Gate // holds Pop while the VM is paused; kept across Reset
 }
 
 // NewQueue returns an unconfigured queue whose size is fixed at maxSize
@@ -108,8 +110,12 @@ func (q *Queue) EventIdx() bool { return q.eventIdx }
 // Reset returns the queue to its initial, unconfigured state (spec 2.4:
 // a device reset forgets the rings and every index).
 func (q *Queue) Reset() {
-	*q = Queue{maxSize: q.maxSize, Size: q.maxSize, Index: q.Index}
+	*q = Queue{maxSize: q.maxSize, Size: q.maxSize, Index: q.Index, gate: q.gate}
 }
+
+// SetGate makes Pop wait while g is closed (nil: never). Set it before the
+// device runs.
+func (q *Queue) SetGate(g *Gate) { q.gate = g }
 
 // Validate checks the configuration the driver wrote (spec 2.7, table
 // "Virtqueue Part Alignment"): the size is a power of 2 within MaxSize,

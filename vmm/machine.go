@@ -77,6 +77,8 @@ type Machine struct {
 	closeOnce sync.Once
 	done      chan struct{}
 	result    Result
+
+	control // control.go: pause state, exit counters, start time
 }
 
 func (m *Machine) logf(format string, args ...any) {
@@ -94,6 +96,7 @@ func New(cfg Config) (_ *Machine, err error) {
 		cfg.Stdout = io.Discard
 	}
 	m := &Machine{cfg: cfg, done: make(chan struct{})}
+	m.initControl()
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -188,6 +191,9 @@ func (m *Machine) Stop(r Result) {
 	m.stopOnce.Do(func() {
 		m.result = r
 		close(m.done)
+		// Device goroutines held by a pause must run to see their
+		// stop; parked vCPUs see done.
+		m.gate.Open()
 		for _, v := range m.vcpus {
 			v.Interrupt()
 		}

@@ -28,6 +28,7 @@ type pciSlot struct {
 	dev       *virtiopci.Transport
 	backend   io.Closer // the disk image or the tap
 	what      string
+	net       *virtionet.Device // the device's own counters, for a net slot
 }
 
 // close is the device's one closer. The order is the only safe one:
@@ -90,6 +91,7 @@ func (m *Machine) setupPCI() error {
 			return err
 		}
 		m.nets = append(m.nets, dev)
+		m.slots[len(m.slots)-1].net = dev
 	}
 	return nil
 }
@@ -117,6 +119,7 @@ func (m *Machine) addVirtio(dev virtio.Device, backend io.Closer, what string) e
 		return fmt.Errorf("vmm: %s: %w", what, err)
 	}
 	// From here on the slot's close undoes everything.
+	pd.SetGate(m.gate)
 	m.slots = append(m.slots, pciSlot{slot: slot, irq: irqNum, dev: pd, backend: backend, what: what})
 	// Kicks through an ioeventfd skip the exit to user space; without it
 	// (an old host) the port write on the vCPU thread still kicks.

@@ -49,11 +49,16 @@ func (m *Machine) runVCPU(v *kvm.VCPU) {
 			return
 		default:
 		}
+		if ch := m.pauseCh.Load(); ch != nil {
+			m.park(*ch)
+			continue
+		}
 		exit, err := v.Run()
 		if err != nil {
 			m.Stop(Result{Status: 1, Reason: err.Error()}) // "KVM_RUN vcpu N: ..."
 			return
 		}
+		m.countExit(v.ID(), exit)
 		if r, stop := m.handleExit(v, exit); stop {
 			m.Stop(r)
 			return

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -12,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	virtionet "github.com/govm/govm/virtio/net"
+	"github.com/govm/govm/api"
 	"github.com/govm/govm/vmm"
 )
 
@@ -25,6 +28,7 @@ const defaultParams = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pa
 
 type runFlags struct {
 	kernel, initrd, params, mem, name string
+	apiSocket                         string
 	cpus                              int
 	noDefaultParams, debugExit, stats bool
 	disks, nets                       []string
@@ -59,6 +63,7 @@ func newRunCmd() *cobra.Command {
 	fl.StringVarP(&f.mem, "mem", "m", "512M", "guest RAM size, with K/M/G suffix (a bare number is MiB)")
 	fl.IntVarP(&f.cpus, "cpus", "c", 1, "number of vCPUs")
 	fl.StringVar(&f.name, "name", "", "VM name (default guest-<pid>)")
+	fl.StringVar(&f.apiSocket, "api-socket", "", "control socket PATH, or none (default "+api.Dir()+"/NAME.sock; see docs/api.md)")
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
@@ -84,11 +89,43 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 		cfg.Stdin = os.Stdin
 	}
 
+	// The socket first: a second VM of the same name must fail before it
+	// creates anything (a tap is named after the VM).
+	sockPath, err := listenAPI(f.apiSocket, cfg.Name)
+	if err != nil {
+		return usageError{err}
+	}
+	var ln *net.UnixListener
+	if sockPath != "" {
+		if ln, err = api.Listen(sockPath); err != nil {
+			if errors.Is(err, api.ErrInUse) {
+				return usageError{fmt.Errorf("a VM named %q is already running (%s); choose another --name", cfg.Name, sockPath)}
+			}
+			return usageError{fmt.Errorf("--api-socket: %w", err)}
+		}
+	}
+
 	m, err := vmm.New(cfg)
 	if err != nil {
+		if ln != nil {
+			ln.Close()
+			_ = os.Remove(sockPath)
+		}
 		return err
 	}
-	defer m.Close()
+	if ln == nil {
+		defer m.Close()
+	} else {
+		srv := api.Serve(ln, apiVM{Machine: m, socket: sockPath})
+		// The server stops before the machine is freed; the socket
+		// file goes last, after the devices are closed: govm stop
+		// waits for it.
+		defer func() {
+			srv.Close()
+			m.Close()
+			_ = os.Remove(sockPath)
+		}()
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -14,7 +14,16 @@ import "fmt"
 // SignalUsed implements Interrupt: ISR bit 0 for any queue (legacy has a
 // single ISR for all queues).
 func (d *Transport) SignalUsed(q int) error {
-	return d.raise(ISRQueue)
+	d.intMu.Lock()
+	defer d.intMu.Unlock()
+	if q >= 0 && q < len(d.qcounters) {
+		if d.isr != 0 {
+			d.qcounters[q].coalesced.Add(1)
+		} else {
+			d.qcounters[q].raised.Add(1)
+		}
+	}
+	return d.raiseLocked(ISRQueue)
 }
 
 // SignalConfig implements Interrupt: ISR bit 1.
@@ -56,6 +65,10 @@ func (d *Transport) guestError(err error) {
 func (d *Transport) raise(bits uint8) error {
 	d.intMu.Lock()
 	defer d.intMu.Unlock()
+	return d.raiseLocked(bits)
+}
+
+func (d *Transport) raiseLocked(bits uint8) error {
 	if d.isr != 0 {
 		// The line is already high; the driver sees this reason on its
 		// next ISR read. No second raise.

@@ -121,6 +121,7 @@ func (d *Transport) eventLoop(qe *queueEventFD) {
 			return
 		}
 		d.counters.eventfds.Add(1)
+		d.qcounters[qe.queue].eventfds.Add(1)
 		d.KickQueue(qe.queue)
 	}
 }

@@ -101,7 +101,8 @@ type Transport struct {
 	// guestLog limits guest-error lines per device, across resets.
 	guestLog *ratelog.Limiter
 
-	counters pciCounters // stats.go
+	counters  pciCounters     // stats.go
+	qcounters []queueCounters // stats.go, one per queue
 
 	// mu guards the register state below. It is held across dev.Reset and
 	// dev.Activate, so device goroutines must never take it: they use
@@ -149,6 +150,7 @@ func New(dev virtio.Device, mem *guestmem.Memory, line irq.Line, irqNum uint8, l
 		d.kicks = append(d.kicks, make(chan struct{}, 1))
 	}
 	d.pfns = make([]uint32, len(d.queues))
+	d.qcounters = make([]queueCounters, len(d.queues))
 	barSize := uint16(0x100)
 	if cs, ok := dev.(ConfigSizer); ok {
 		n := LegacyConfig + cs.ConfigSize()
@@ -186,6 +188,15 @@ func (d *Transport) KickQueue(q int) {
 	select {
 	case d.kicks[q] <- struct{}{}:
 	default:
+	}
+}
+
+// SetGate makes every queue's Pop wait while g is closed (govm pause).
+func (d *Transport) SetGate(g *virtio.Gate) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, q := range d.queues {
+		q.SetGate(g)
 	}
 }
 
@@ -253,6 +264,7 @@ func (d *Transport) writeReg(off uint16, data []byte) {
 			return
 		}
 		d.counters.notifies.Add(1)
+		d.qcounters[v].notifies.Add(1)
 		d.KickQueue(int(v))
 	case off == LegacyStatus && len(data) == 1:
 		d.writeStatus(uint8(v))

@@ -20,6 +20,15 @@ type pciCounters struct {
 	guestErrs  atomic.Uint64 // DeviceError / transport guest errors
 }
 
+// queueCounters are one queue's share of the transport's counters (govm
+// stat shows a row per queue). Atomic like pciCounters.
+type queueCounters struct {
+	notifies  atomic.Uint64 // QUEUE_NOTIFY port writes for this queue
+	eventfds  atomic.Uint64 // ioeventfd signals for this queue
+	raised    atomic.Uint64 // this queue's SignalUsed raised the line
+	coalesced atomic.Uint64 // this queue's SignalUsed found the ISR set
+}
+
 // QueueStats is one virtqueue as the guest's ring shows it.
 type QueueStats struct {
 	Index    int
@@ -27,6 +36,9 @@ type QueueStats struct {
 	Enabled  bool
 	AvailIdx uint16 // driver's avail->idx
 	UsedIdx  uint16 // device's used->idx
+
+	Notifies, EventFDs uint64 // kicks by port write and by ioeventfd
+	Raised, Coalesced  uint64 // used-buffer signals that raised the line / found the ISR set
 }
 
 // Stats is a snapshot of a device's transport counters and queues.
@@ -39,6 +51,7 @@ type Stats struct {
 	// GuestLogSuppressed counts guest-error lines the rate limit kept
 	// out of the log.
 	GuestLogSuppressed uint64
+	ISR                uint8 // the ISR byte at the snapshot
 	Queues             []QueueStats
 }
 
@@ -61,10 +74,16 @@ func (d *Transport) Stats() Stats {
 		// has its own lock.
 		GuestLogSuppressed: d.guestLog.Suppressed(),
 	}
+	d.intMu.Lock()
+	s.ISR = d.isr
+	d.intMu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, q := range d.queues {
-		qs := QueueStats{Index: i, Size: q.Size, Enabled: d.pfns[i] != 0}
+		c := &d.qcounters[i]
+		qs := QueueStats{Index: i, Size: q.Size, Enabled: d.pfns[i] != 0,
+			Notifies: c.notifies.Load(), EventFDs: c.eventfds.Load(),
+			Raised: c.raised.Load(), Coalesced: c.coalesced.Load()}
 		if qs.Enabled {
 			qs.AvailIdx, _ = d.mem.LoadUint16(q.AvailAddr + 2)
 			qs.UsedIdx, _ = d.mem.LoadUint16(q.UsedAddr + 2)

@@ -1,0 +1,205 @@
+package vmm
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/govm/govm/api"
+	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/virtio"
+)
+
+// Exit reasons counted per vCPU (govm stat, /metrics), in table order.
+var exitReasons = [...]string{"io_in", "io_out", "mmio", "intr", "hlt", "shutdown",
+	"system_event", "internal_error", "fail_entry", "unknown"}
+
+// control is the Machine's control-plane state: pause, exit counters, and
+// the start time. Kept apart so machine.go stays about assembly.
+type control struct {
+	started time.Time
+	exits   [][len(exitReasons)]atomic.Uint64 // per vCPU
+
+	// gate holds every virtio queue's Pop while paused.
+	gate *virtio.Gate
+	// pauseCh is non-nil while paused: parked vCPUs wait for it to
+	// close. pauseMu serialises Pause and Resume.
+	pauseMu sync.Mutex
+	pauseCh atomic.Pointer[chan struct{}]
+	parked  chan struct{} // one send per vCPU per pause
+}
+
+func (m *Machine) initControl() {
+	m.started = time.Now()
+	m.gate = virtio.NewGate()
+	m.exits = make([][len(exitReasons)]atomic.Uint64, m.cfg.CPUs)
+	m.parked = make(chan struct{}, m.cfg.CPUs)
+}
+
+func (m *Machine) countExit(id int, exit kvm.Exit) {
+	r := len(exitReasons) - 1
+	switch e := exit.(type) {
+	case kvm.ExitIO:
+		r = 0
+		if e.Write {
+			r = 1
+		}
+	case kvm.ExitMMIO:
+		r = 2
+	case kvm.ExitIntr:
+		r = 3
+	case kvm.ExitHLT:
+		r = 4
+	case kvm.ExitShutdown:
+		r = 5
+	case kvm.ExitSystemEvent:
+		r = 6
+	case kvm.ExitInternalError:
+		r = 7
+	case kvm.ExitFailEntry:
+		r = 8
+	}
+	if id >= 0 && id < len(m.exits) {
+		m.exits[id][r].Add(1)
+	}
+}
+
+// park holds a vCPU thread out of KVM_RUN until resume closes or the VM
+// stops. Pause counts the parked threads.
+func (m *Machine) park(resume chan struct{}) {
+	m.parked <- struct{}{}
+	select {
+	case <-resume:
+	case <-m.done:
+	}
+}
+
+func (m *Machine) stopped() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Pause stops the vCPUs and the device goroutines' use of the rings. It
+// returns once every vCPU is out of KVM_RUN. A request a device already
+// took finishes; nothing new is taken until Resume.
+func (m *Machine) Pause() error {
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
+	if m.stopped() {
+		return api.ErrNotRunning
+	}
+	if m.pauseCh.Load() != nil {
+		return api.ErrAlreadyPaused
+	}
+	ch := make(chan struct{})
+	m.pauseCh.Store(&ch)
+	m.gate.Close()
+	for _, v := range m.vcpus {
+		v.Interrupt()
+	}
+	for range m.vcpus {
+		select {
+		case <-m.parked:
+		case <-m.done:
+			return api.ErrNotRunning
+		}
+	}
+	return nil
+}
+
+// Resume lets the vCPUs and devices run again.
+func (m *Machine) Resume() error {
+	m.pauseMu.Lock()
+	defer m.pauseMu.Unlock()
+	if m.stopped() {
+		return api.ErrNotRunning
+	}
+	ch := m.pauseCh.Load()
+	if ch == nil {
+		return api.ErrNotPaused
+	}
+	m.pauseCh.Store(nil)
+	m.gate.Open()
+	close(*ch)
+	return nil
+}
+
+// RequestStop ends the VM as SIGTERM does (govm stop).
+func (m *Machine) RequestStop() {
+	m.Stop(Result{Status: 0, Reason: "stopped: govm stop"})
+}
+
+// State is running, paused or stopping.
+func (m *Machine) State() string {
+	switch {
+	case m.stopped():
+		return api.StateStopping
+	case m.pauseCh.Load() != nil:
+		return api.StatePaused
+	}
+	return api.StateRunning
+}
+
+// Info describes the VM for the API.
+func (m *Machine) Info() api.Info {
+	i := api.Info{Name: m.cfg.Name, PID: os.Getpid(), State: m.State(), CPUs: m.cfg.CPUs,
+		MemBytes: m.cfg.MemSize, Started: m.started, Devices: []string{}}
+	for _, s := range m.slots {
+		i.Devices = append(i.Devices, s.what)
+	}
+	return i
+}
+
+// Stats is a snapshot of every queue's and vCPU's counters. Safe while the
+// VM runs; after Close it has no queues (they would read freed RAM).
+func (m *Machine) Stats() api.Stats {
+	s := api.Stats{Name: m.cfg.Name, Time: time.Now(), Queues: []api.QueueStats{},
+		Devices: []api.DeviceStats{}, VCPUs: []api.VCPUStats{}}
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.closed {
+		return s
+	}
+	for _, sl := range m.slots {
+		ts := sl.dev.Stats()
+		s.Devices = append(s.Devices, api.DeviceStats{Device: sl.what, Status: ts.Status,
+			ISRReads: ts.ISRReads, ISREmpty: ts.ISREmpty, ConfigIRQs: ts.ConfigInterrupts,
+			GuestErrors: ts.GuestErrors, ISR: ts.ISR, Line: ts.ISR != 0})
+		for _, q := range ts.Queues {
+			qs := api.QueueStats{Device: sl.what, Queue: q.Index, Name: queueName(sl, q.Index),
+				Size: q.Size, KicksPort: q.Notifies, KicksEventFD: q.EventFDs,
+				Interrupts: q.Raised, SuppressedISR: q.Coalesced,
+				InFlight: q.AvailIdx - q.UsedIdx, AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx}
+			if sl.net != nil {
+				ns := sl.net.Stats()
+				c := ns.RX
+				if q.Index == 1 {
+					c = ns.TX
+				}
+				qs.Chains, qs.Bytes = c.Chains, c.Bytes
+				qs.Drops = map[string]uint64{"too_large": c.DropTooLarge, "malformed": c.DropMalformed, "backend": c.DropBackend}
+			}
+			s.Queues = append(s.Queues, qs)
+		}
+	}
+	for id := range m.exits {
+		v := api.VCPUStats{ID: id, Exits: map[string]uint64{}}
+		for r, name := range exitReasons {
+			v.Exits[name] = m.exits[id][r].Load()
+		}
+		s.VCPUs = append(s.VCPUs, v)
+	}
+	return s
+}
+
+func queueName(sl pciSlot, q int) string {
+	if sl.net != nil {
+		return [...]string{"rx", "tx"}[q&1]
+	}
+	return "requests"
+}
