@@ -16,8 +16,23 @@ import (
 	"time"
 )
 
-// ErrNoVM means no running VM answers on the socket.
-var ErrNoVM = errors.New("no such VM")
+// Errors of the client that mean the user asked for something that cannot
+// be: the commands exit 2 on them.
+var (
+	// ErrNoVM means no running VM answers on the socket.
+	ErrNoVM = errors.New("no such VM")
+	// ErrPermission means the socket belongs to another user.
+	ErrPermission = errors.New("permission denied")
+)
+
+// RequestError is a VM's refusal: the HTTP status and its one-line reason
+// ("already paused").
+type RequestError struct {
+	Status int
+	Msg    string
+}
+
+func (e *RequestError) Error() string { return e.Msg }
 
 // Client talks to one VM's socket.
 type Client struct {
@@ -82,10 +97,10 @@ func (c *Client) do(method, path string, out any) error {
 	}
 	if resp.StatusCode/100 != 2 {
 		var e Error
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return errors.New(e.Error)
+		if json.Unmarshal(body, &e) != nil || e.Error == "" {
+			e.Error = resp.Status
 		}
-		return fmt.Errorf("%s: %s", c.Path, resp.Status)
+		return &RequestError{Status: resp.StatusCode, Msg: e.Error}
 	}
 	if b, ok := out.(*strings.Builder); ok {
 		b.Write(body)
@@ -101,9 +116,9 @@ func (c *Client) do(method, path string, out any) error {
 func dialError(path string, err error) error {
 	switch {
 	case errors.Is(err, os.ErrNotExist), errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("%w (%s: not running)", ErrNoVM, path)
+		return fmt.Errorf("%w (nothing answers on %s)", ErrNoVM, path)
 	case errors.Is(err, os.ErrPermission):
-		return fmt.Errorf("%s: permission denied (the VM belongs to another user; try as that user or root)", path)
+		return fmt.Errorf("%w on %s (the VM belongs to another user: run as that user or root)", ErrPermission, path)
 	}
 	return fmt.Errorf("%s: %w", path, err)
 }
@@ -116,7 +131,7 @@ func Find(name string) (*Client, error) {
 	p := SocketPath(name)
 	if _, err := os.Lstat(p); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w %q (no %s; govm list shows the running VMs)", ErrNoVM, name, p)
+			return nil, fmt.Errorf("%w (no %s; govm list shows the running VMs)", ErrNoVM, p)
 		}
 		return nil, dialError(p, err)
 	}

@@ -47,12 +47,25 @@ func listenAPI(flag, name string) (string, error) {
 	return flag, nil
 }
 
+// controlError gives a control command's failure its exit status: the
+// user asked for a VM that is not there, not theirs, or not in a state
+// for the action (2); anything else is a failure (1).
+func controlError(target string, err error) error {
+	err = fmt.Errorf("%s: %w", target, err)
+	var re *api.RequestError
+	if errors.Is(err, api.ErrNoVM) || errors.Is(err, api.ErrPermission) ||
+		(errors.As(err, &re) && re.Status/100 == 4) {
+		return usageError{err}
+	}
+	return err
+}
+
 // client finds the VM: a NAME in the socket directory, or a socket path
 // (anything with a '/').
 func client(target string) (*api.Client, error) {
 	if strings.Contains(target, "/") {
 		if _, err := os.Lstat(target); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: no socket %s", api.ErrNoVM, target)
+			return nil, fmt.Errorf("%w (no socket there)", api.ErrNoVM)
 		}
 		return api.NewClient(target), nil
 	}
@@ -68,7 +81,7 @@ func newListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			vms, err := api.List(api.Dir())
 			if err != nil {
-				return err
+				return usageError{err}
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -98,12 +111,12 @@ func newActionCmd(action, short string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client(args[0])
 			if err != nil {
-				return err
+				return controlError(args[0], err)
 			}
 			defer c.Close()
 			info, err := c.Do(action)
 			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
+				return controlError(args[0], err)
 			}
 			if action == "stop" {
 				waitGone(c.Path, 30*time.Second)

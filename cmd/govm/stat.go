@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,7 +32,7 @@ with its exits by reason. NAME is a VM name or an API socket path.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client(args[0])
 			if err != nil {
-				return err
+				return controlError(args[0], err)
 			}
 			defer c.Close()
 			w := cmd.OutOrStdout()
@@ -52,11 +53,11 @@ with its exits by reason. NAME is a VM name or an API socket path.`,
 				}
 				s, err := c.Stats()
 				if err != nil {
-					if prev != nil && strings.Contains(err.Error(), api.ErrNoVM.Error()) {
+					if prev != nil && errors.Is(err, api.ErrNoVM) {
 						fmt.Fprintf(w, "%s: the VM ended\n", args[0])
 						return nil
 					}
-					return fmt.Errorf("%s: %w", args[0], err)
+					return controlError(args[0], err)
 				}
 				if asJSON {
 					if err := writeJSON(w, s); err != nil {
