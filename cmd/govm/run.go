@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	virtionet "github.com/govm/govm/virtio/net"
 	"github.com/govm/govm/api"
+	virtionet "github.com/govm/govm/virtio/net"
 	"github.com/govm/govm/vmm"
 )
 
