@@ -1,13 +1,16 @@
 // Package layout is the one home of govm's guest-physical memory map: every
 // fixed address a guest sees, in the spirit of Firecracker's
 // arch/x86_64/layout.rs. vmm, bootparam, cpu, cmos and mptable read these
-// constants; nothing else spells a guest address.
+// constants and declare no guest address of their own. (Tests may still
+// write expected values out, as an independent statement of what the guest
+// must see; the test kernel in guest/ scans memory as Linux does, not by
+// this map.)
 //
 // docs/boot.md ("Guest physical memory") shows the same map as a table, and
-// a test in this package checks that table against these constants both
-// ways: a constant missing from the table, a row naming an unknown
-// constant, or a value that differs fails the build's tests. Change an
-// address here and in the table together.
+// TestBootDocTableMatchesConstants checks that table against these
+// constants both ways: a constant missing from the table, a row naming an
+// unknown constant, or a value that differs fails `go test ./layout`.
+// Change an address here and in the table together.
 //
 // Ranges are half-open, [start, end). Every constant here is an address;
 // the package has no imports, so any package may read it.
