@@ -5,7 +5,9 @@
 #include "tsc.h"
 
 #define BLK_CFG_CAPACITY 0
+#define BLK_CFG_SIZE_MAX 8
 #define BLK_CFG_SEG_MAX 12
+#define BLK_CFG_BLK_SIZE 20
 
 void vblk_opts_from_cmdline(struct vblk_opts *o)
 {
@@ -45,6 +47,20 @@ int vblk_open(struct vblk *b, int index, const struct vblk_opts *o)
 	b->capacity = virtio_config64(d, BLK_CFG_CAPACITY);
 	b->seg_max = virtio_has(d->guest_features, VIRTIO_BLK_F_SEG_MAX) ?
 		     virtio_config32(d, BLK_CFG_SEG_MAX) : 0;
+	b->size_max = virtio_has(d->guest_features, VIRTIO_BLK_F_SIZE_MAX) ?
+		      virtio_config32(d, BLK_CFG_SIZE_MAX) : 0;
+	b->blk_size = SECTOR_SIZE;
+	if (virtio_has(d->guest_features, VIRTIO_BLK_F_BLK_SIZE)) {
+		b->blk_size = virtio_config32(d, BLK_CFG_BLK_SIZE);
+		/* virtblk_probe: "virtio_blk: invalid block size: 0x%x",
+		 * and the disk is not created. */
+		if (!vblk_blk_size_valid(b->blk_size)) {
+			printf("virtio_blk: invalid block size: 0x%x\n",
+			       b->blk_size);
+			virtio_set_status(d, VIRTIO_S_FAILED);
+			return -3;
+		}
+	}
 	b->vq = virtio_setup_vq(d, 0);
 	if (!b->vq) {
 		virtio_set_status(d, VIRTIO_S_FAILED);
@@ -54,6 +70,11 @@ int vblk_open(struct vblk *b, int index, const struct vblk_opts *o)
 		virtqueue_disable_cb(b->vq);
 	virtio_driver_ok(d);
 	return 0;
+}
+
+bool vblk_blk_size_valid(uint32_t bsize)
+{
+	return bsize >= 512 && bsize <= 4096 && !(bsize & (bsize - 1));
 }
 
 void vblk_prep(struct vblk_req *r, uint32_t type, uint64_t sector, void *buf,
@@ -77,10 +98,17 @@ int vblk_submit(struct vblk *b, struct vblk_req *r)
 	uint32_t seg = b->o.seg_bytes ? b->o.seg_bytes : r->len;
 
 	v[n++] = (struct vbuf){ (void *)&r->hdr, sizeof(r->hdr) };
-	for (uint32_t off = 0; off < r->len && n < VIRTIO_MAX_INDIRECT - 1;
-	     off += seg) {
+	for (uint32_t off = 0; off < r->len; off += seg) {
 		uint32_t l = r->len - off < seg ? r->len - off : seg;
 
+		/* The device's limits, as virtblk_probe hands them to the
+		 * block layer (blk_queue_max_segments(seg_max),
+		 * max_segment_size(size_max)); and no silent truncation
+		 * when the table is full. */
+		if (n >= VIRTIO_MAX_INDIRECT - 1 ||
+		    (b->seg_max && (uint32_t)n > b->seg_max) ||
+		    (b->size_max && l > b->size_max))
+			return VBLK_ERR_SEGS;
 		v[n++] = (struct vbuf){ (char *)r->buf + off, l };
 	}
 	v[n++] = (struct vbuf){ (void *)&r->status, 1 };
@@ -180,9 +208,10 @@ void vblk_print_counters(struct vblk *b, const char *prefix)
 void vblk_print_features(struct vblk *b)
 {
 	printf(" host_features=0x%x features=0x%x event_idx=%d indirect=%d "
-	       "poll=%d qsize=%u capacity=%llu irq=%u",
+	       "poll=%d qsize=%u capacity=%llu irq=%u seg_max=%u size_max=%u "
+	       "blk_size=%u",
 	       b->vd->host_features, b->vd->guest_features,
 	       b->vq && b->vq->event, b->vq && b->vq->indirect, b->o.poll,
 	       b->vq ? b->vq->num : 0, (unsigned long long)b->capacity,
-	       b->vd->irq);
+	       b->vd->irq, b->seg_max, b->size_max, b->blk_size);
 }

@@ -36,6 +36,10 @@
 #define VBLK_ERR_TIMEOUT (-2)
 #define VBLK_ERR_BROKEN (-3)
 #define VBLK_ERR_FULL (-4)
+/* More data segments than seg_max, one longer than size_max, or more than
+ * an indirect table holds: never submitted (Linux's block layer never
+ * builds such a request: blk_queue_max_segments / max_segment_size). */
+#define VBLK_ERR_SEGS (-5)
 
 struct vblk_opts {
 	bool poll;      /* VRING_AVAIL_F_NO_INTERRUPT, poll the used ring */
@@ -65,18 +69,24 @@ struct vblk {
 	struct virtqueue *vq;
 	int index;
 	uint64_t capacity;     /* in 512-byte sectors */
-	uint32_t seg_max;
+	uint32_t seg_max;      /* 0: not negotiated */
+	uint32_t size_max;     /* 0: not negotiated */
+	uint32_t blk_size;     /* 512 unless VIRTIO_BLK_F_BLK_SIZE */
 	struct vblk_opts o;
 	int inflight;
 	unsigned long timeouts;
 };
 
 /* vblk_open initialises disk index (PCI order) with o; returns 0 or a
- * negative value: -1 no such disk, -2 no queue / no memory. */
+ * negative value: -1 no such disk, -2 no queue / no memory, -3 the device
+ * offered an invalid blk_size. */
 int vblk_open(struct vblk *b, int index, const struct vblk_opts *o);
 /* vblk_opts_from_cmdline reads blk.poll, blk.indirect, blk.event_idx,
  * blk.seg_bytes. */
 void vblk_opts_from_cmdline(struct vblk_opts *o);
+/* vblk_blk_size_valid is blk_validate_block_size: a power of two from 512
+ * to the page size (4096). */
+bool vblk_blk_size_valid(uint32_t bsize);
 
 /* vblk_prep fills r for type/sector/buf/len. vblk_submit puts it on the
  * ring without kicking; vblk_kick notifies if the device wants it. */

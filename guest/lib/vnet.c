@@ -380,14 +380,39 @@ static void rx_error(struct vnet *n, unsigned long *ctr, const char *fmt,
 	}
 }
 
+/* rx_hdr_ok checks the offload part of a received header against what was
+ * negotiated (virtio_net_hdr_to_skb): we negotiate no GUEST_TSO/UFO, so any
+ * gso_type is "bad gso" (Linux would take a TCPV4 it never asked for:
+ * stricter); NEEDS_CSUM only with GUEST_CSUM, and csum_start + csum_offset
+ * must leave room for the 2-byte checksum inside the frame
+ * (skb_partial_csum_set: "bad partial csum"). */
+static bool rx_hdr_ok(struct vnet *n, const struct virtio_net_hdr *h,
+		      uint32_t frame_len)
+{
+	if (h->gso_type != 0) {
+		rx_error(n, &n->rx_bad, "bad gso: type: %u, size: %u",
+			 h->gso_type, h->gso_size);
+		return false;
+	}
+	if (h->flags & VIRTIO_NET_HDR_F_NEEDS_CSUM) {
+		uint32_t end = (uint32_t)h->csum_start + h->csum_offset + 2;
+
+		if (!n->guest_csum || end > frame_len) {
+			rx_error(n, &n->rx_bad, "bad partial csum: csum=%u/%u",
+				 h->csum_start, h->csum_offset);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* rx_buf (virtnet_receive + receive_buf) handles one used RX buffer, the
  * first of a frame, and re-posts every buffer it took. Returns 1 when a
  * frame was delivered. */
 static int rx_buf(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
 		  void *ctx)
 {
-	const struct virtio_net_hdr *h = (const void *)buf;
-	uint8_t flags = h->flags;
+	struct virtio_net_hdr h;
 	uint16_t num;
 	uint32_t total;
 
@@ -400,6 +425,11 @@ static int rx_buf(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
 		rx_post(n, buf);
 		return 0;
 	}
+	/* The header is read once, before the buffer goes back to the
+	 * device (which may write it again at once). */
+	memcpy(&h, buf, n->hdr_len);
+	if (!n->mrg)
+		h.num_buffers = 1;
 	if (!n->mrg) {
 		/* receive_small: "len %u exceeds max size %d"
 		 * (GOOD_PACKET_LEN: Ethernet + VLAN header + MTU). */
@@ -409,16 +439,20 @@ static int rx_buf(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
 			rx_post(n, buf);
 			return 0;
 		}
+		if (!rx_hdr_ok(n, &h, len - n->hdr_len)) {
+			rx_post(n, buf);
+			return 0;
+		}
 		n->rx_frames++;
 		n->rx_bytes += len - n->hdr_len;
-		fn(ctx, buf + n->hdr_len, len - n->hdr_len, flags);
+		fn(ctx, buf + n->hdr_len, len - n->hdr_len, h.flags);
 		rx_post(n, buf);
 		return 1;
 	}
 	/* receive_mergeable. num_buffers 0 is nonsense (Linux's --num_buf
 	 * loop would run away on it); more buffers than we ever posted
 	 * cannot hold one frame. Both stricter than Linux. */
-	num = h->num_buffers;
+	num = h.num_buffers;
 	if (num == 0 || num > n->rx_n) {
 		rx_error(n, &n->rx_bad, "num_buffers %u (posted %u)", num,
 			 n->rx_n);
@@ -428,9 +462,13 @@ static int rx_buf(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
 	total = len - n->hdr_len;
 	if (num == 1) {
 		/* The common case: deliver in place, no copy. */
+		if (!rx_hdr_ok(n, &h, total)) {
+			rx_post(n, buf);
+			return 0;
+		}
 		n->rx_frames++;
 		n->rx_bytes += total;
-		fn(ctx, buf + n->hdr_len, total, flags);
+		fn(ctx, buf + n->hdr_len, total, h.flags);
 		rx_post(n, buf);
 		return 1;
 	}
@@ -465,10 +503,12 @@ static int rx_buf(struct vnet *n, uint8_t *buf, uint32_t len, vnet_rx_fn fn,
 			 total, REASM_MAX);
 		return 0;
 	}
+	if (!rx_hdr_ok(n, &h, total))
+		return 0;
 	n->rx_merged++;
 	n->rx_frames++;
 	n->rx_bytes += total;
-	fn(ctx, n->reasm, total, flags);
+	fn(ctx, n->reasm, total, h.flags);
 	return 1;
 }
 

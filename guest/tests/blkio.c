@@ -100,6 +100,7 @@ bool blk_open(struct vblk *b, int index, const struct vblk_opts *o,
 	if (e == 0)
 		return true;
 	report(name, false, "reason=%s disk=%d",
-	       e == -1 ? "no_disk" : "no_queue", index);
+	       e == -1 ? "no_disk" : e == -3 ? "bad_blk_size" : "no_queue",
+	       index);
 	return false;
 }

@@ -18,13 +18,21 @@
  *   vnet-num-big    num_buffers > buffers posted  -> rx_bad
  *   vnet-short      shorter than header + Ethernet header -> rx_bad
  *   vnet-small-long without MRG_RXBUF, a frame over 1518 bytes -> rx_bad
+ *   vnet-gso        a gso_type we never negotiated     -> rx_bad
+ *   vnet-csum       NEEDS_CSUM without GUEST_CSUM, and with it but
+ *                   csum_start + csum_offset past the frame -> rx_bad;
+ *                   a good one with GUEST_CSUM is delivered
  *   vnet-mac        multicast / zero MACs are invalid, a unicast one valid
- *   vnet-link-down  STATUS negotiated, link down: nothing is transmitted */
+ *   vnet-link-down  STATUS negotiated, link down: nothing is transmitted
+ *   vblk-blk-size   blk_size must be a power of two in [512, 4096]
+ *   vblk-segs       more data segments than seg_max, or one longer than
+ *                   size_max: not submitted (VBLK_ERR_SEGS) */
 #include "../lib/alloc.h"
 #include "../lib/io.h"
 #include "../lib/report.h"
 #include "../lib/string.h"
 #include "../lib/test.h"
+#include "../lib/vblk.h"
 #include "../lib/vnet.h"
 
 #define QSIZE 16
@@ -132,6 +140,8 @@ static struct vnet fnet;
 static struct fake frx, ftx;
 static unsigned long delivered;
 static uint32_t delivered_len;
+/* Offload fields the fake device puts in the next frame's header. */
+static struct virtio_net_hdr hdr_tmpl;
 
 static void on_frame(void *ctx, uint8_t *frame, uint32_t len, uint8_t flags)
 {
@@ -145,6 +155,7 @@ static void on_frame(void *ctx, uint8_t *frame, uint32_t len, uint8_t flags)
 static bool net_setup(bool mrg, uint32_t rx_size)
 {
 	fdev.guest_features = mrg ? 1u << VIRTIO_NET_F_MRG_RXBUF : 0;
+	memset(&hdr_tmpl, 0, sizeof(hdr_tmpl));
 	delivered = 0;
 	delivered_len = 0;
 	return fake_init(&frx, 0) == 0 && fake_init(&ftx, 1) == 0 &&
@@ -166,7 +177,7 @@ static void rx_frame(uint32_t len, uint16_t nbufs, uint16_t num,
 
 		memset(b, 0xab, k);
 		if (i == 0) {
-			memset(b, 0, fnet.hdr_len);
+			memcpy(b, &hdr_tmpl, fnet.hdr_len);
 			((struct virtio_net_hdr *)b)->num_buffers = num;
 		}
 		fake_used(&frx, head, k);
@@ -206,6 +217,83 @@ static void net_case(const char *name, bool mrg, uint32_t rx_size,
 	       "rx_merged=%lu reposted=%d", delivered, delivered_len,
 	       fnet.rx_bad, fnet.rx_missing, fnet.rx_merged,
 	       frx.vq.num_free == QSIZE - fnet.rx_n);
+}
+
+/* One frame of 200 bytes with header h; guest_csum as negotiated. */
+static bool offload_frame(const struct virtio_net_hdr *h, bool guest_csum)
+{
+	if (!net_setup(true, 256))
+		return false;
+	hdr_tmpl = *h;
+	fnet.guest_csum = guest_csum;
+	rx_frame(200, 1, 1, 1);
+	vnet_poll(&fnet, 64, on_frame, 0);
+	return delivered == 1 && vnet_ok(&fnet);
+}
+
+static void offload_cases(void)
+{
+	struct virtio_net_hdr gso = { .gso_type = 1, .gso_size = 1448 };
+	struct virtio_net_hdr csum = { .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+				       .csum_start = 34, .csum_offset = 6 };
+	struct virtio_net_hdr past = { .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+				       .csum_start = 180, .csum_offset = 16 };
+	bool g, c_no, c_past, c_ok;
+
+	g = offload_frame(&gso, true);
+	report("vnet-gso", !g && fnet.rx_bad == 1, "delivered=%d rx_bad=%lu",
+	       g, fnet.rx_bad);
+	c_no = offload_frame(&csum, false);
+	c_past = offload_frame(&past, true);
+	c_ok = offload_frame(&csum, true);
+	report("vnet-csum", !c_no && !c_past && c_ok,
+	       "without_guest_csum=%d past_frame=%d good=%d", c_no, c_past,
+	       c_ok);
+}
+
+static void blk_cases(void)
+{
+	static const uint32_t bad[] = { 0, 256, 511, 768, 8192, 0x80000000u };
+	static const uint32_t good[] = { 512, 1024, 2048, 4096 };
+	struct fake f;
+	struct vblk b;
+	struct vblk_req r;
+	static uint8_t data[8192];
+	bool ok = true;
+	int e3, e2, eb, egood;
+
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok = ok && !vblk_blk_size_valid(bad[i]);
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ok = ok && vblk_blk_size_valid(good[i]);
+	report("vblk-blk-size", ok, "bad=%u good=%u",
+	       (unsigned)(sizeof(bad) / sizeof(bad[0])),
+	       (unsigned)(sizeof(good) / sizeof(good[0])));
+
+	fdev.guest_features = 0;
+	memset(&b, 0, sizeof(b));
+	if (fake_init(&f, 0) < 0) {
+		report("vblk-segs", false, "reason=no_memory");
+		return;
+	}
+	b.vd = &fdev;
+	b.vq = &f.vq;
+	b.seg_max = 2;
+	b.size_max = 4096;
+	b.o.seg_bytes = 1024;
+	vblk_prep(&r, VIRTIO_BLK_T_IN, 0, data, 3072); /* 3 segments */
+	e3 = vblk_submit(&b, &r);
+	vblk_prep(&r, VIRTIO_BLK_T_IN, 0, data, 2048); /* 2 segments */
+	e2 = vblk_submit(&b, &r);
+	b.o.seg_bytes = 0;
+	vblk_prep(&r, VIRTIO_BLK_T_IN, 0, data, 8192); /* 1 > size_max */
+	eb = vblk_submit(&b, &r);
+	vblk_prep(&r, VIRTIO_BLK_T_IN, 0, data, 4096);
+	egood = vblk_submit(&b, &r);
+	report("vblk-segs", e3 == VBLK_ERR_SEGS && e2 == 0 &&
+	       eb == VBLK_ERR_SEGS && egood == 0,
+	       "three_of_two=%d two=%d over_size_max=%d at_size_max=%d", e3,
+	       e2, eb, egood);
 }
 
 static void mac_case(void)
@@ -251,8 +339,10 @@ static void run(void)
 	net_case("vnet-num-big", true, 256, 200, 1, 9, 1, false);
 	net_case("vnet-short", true, 256, 12 + 13, 1, 1, 1, false);
 	net_case("vnet-small-long", false, 2048, 10 + 1519, 1, 0, 1, false);
+	offload_cases();
 	mac_case();
 	link_case();
+	blk_cases();
 	alloc_release(mark);
 }
 
