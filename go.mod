@@ -3,6 +3,8 @@ module github.com/govm/govm
 go 1.26.8
 
 require (
+	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/klauspost/compress v1.20.4
 	github.com/pierrec/lz4/v4 v4.1.33
@@ -15,9 +17,9 @@ require (
 )
 
 require (
-	github.com/VictoriaMetrics/metrics v1.45.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
+	golang.org/x/net v0.41.0 // indirect
 )

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/govm/govm/api"
+	"github.com/govm/govm/sandbox"
 	virtionet "github.com/govm/govm/virtio/net"
 	"github.com/govm/govm/vmm"
 )
@@ -32,6 +33,7 @@ type runFlags struct {
 	cpus                              int
 	noDefaultParams, debugExit, stats bool
 	disks, nets                       []string
+	seccomp                           string
 }
 
 func newRunCmd() *cobra.Command {
@@ -68,6 +70,7 @@ func newRunCmd() *cobra.Command {
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
 	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
 	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC] or none (repeatable)")
+	fl.StringVar(&f.seccomp, "seccomp", seccompDefault(), "system call filter while the VM runs: on, off, or audit (log what the filter would refuse)")
 	return cmd
 }
 
@@ -87,6 +90,11 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 		cfg.Stdin = os.Stdin
 	} else if st, err := os.Stdin.Stat(); err == nil && st.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0 {
 		cfg.Stdin = os.Stdin
+	}
+
+	sbMode, err := sandbox.ParseMode(f.seccomp)
+	if err != nil {
+		return usageError{fmt.Errorf("--seccomp: %w", err)}
 	}
 
 	// The socket first: a second VM of the same name must fail before it
@@ -152,6 +160,9 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 		close(statsQuit)
 		<-statsDone
 	}()
+	if err := startSandbox(sbMode); err != nil {
+		return err
+	}
 	res := m.Run(ctx)
 	if f.stats {
 		printStats(m)
