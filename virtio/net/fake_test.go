@@ -25,6 +25,12 @@ type fakeBackend struct {
 	offload   uint
 	writeErr  error
 	reads     int
+	// readErrs are returned by the next TryReadv calls, one each, before
+	// any frame: a tap read that fails.
+	readErrs []error
+	// beforeWrite, if set, runs at the start of each Writev, after the
+	// device checked the frame: a second vCPU rewriting guest memory.
+	beforeWrite func()
 }
 
 func newFake(loop bool) *fakeBackend {
@@ -32,6 +38,14 @@ func newFake(loop bool) *fakeBackend {
 }
 
 func (f *fakeBackend) wake() { close(f.changed); f.changed = make(chan struct{}) } // mu held
+
+// injectErr makes the next TryReadv fail with err.
+func (f *fakeBackend) injectErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.readErrs = append(f.readErrs, err)
+	f.wake()
+}
 
 // inject queues a frame (header included) for the device to read.
 func (f *fakeBackend) inject(frame []byte) {
@@ -56,6 +70,11 @@ func (f *fakeBackend) written() [][]byte {
 func (f *fakeBackend) TryReadv(iovs [][]byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(f.readErrs) > 0 {
+		err := f.readErrs[0]
+		f.readErrs = f.readErrs[1:]
+		return 0, err
+	}
 	if len(f.toGuest) == 0 {
 		return 0, tap.ErrWouldBlock
 	}
@@ -72,7 +91,7 @@ func (f *fakeBackend) TryReadv(iovs [][]byte) (int, error) {
 func (f *fakeBackend) WaitReadable() error {
 	for {
 		f.mu.Lock()
-		if len(f.toGuest) > 0 {
+		if len(f.toGuest) > 0 || len(f.readErrs) > 0 {
 			f.mu.Unlock()
 			return nil
 		}
@@ -106,6 +125,9 @@ func (f *fakeBackend) Writev(iovs [][]byte) (int, error) {
 	defer f.mu.Unlock()
 	if f.writeErr != nil {
 		return 0, f.writeErr
+	}
+	if f.beforeWrite != nil {
+		f.beforeWrite()
 	}
 	var fr []byte
 	for _, v := range iovs {
@@ -147,6 +169,14 @@ type env struct {
 
 func newEnv(t *testing.T, features uint64, loop bool) *env {
 	t.Helper()
+	return newEnvIntr(t, features, loop, nil)
+}
+
+// newEnvIntr is newEnv with the device's Interrupt wrapped by wrap (nil: the
+// RecordingInterrupt itself), for tests that look at the rings at the
+// moment the device signals.
+func newEnvIntr(t *testing.T, features uint64, loop bool, wrap func(*virtiotest.RecordingInterrupt) virtio.Interrupt) *env {
+	t.Helper()
 	ds := virtiotest.NewQueues(t, 4<<20, QueueSize, QueueSize)
 	be := newFake(loop)
 	dev, err := New(be, Config{MAC: testMAC})
@@ -154,7 +184,11 @@ func newEnv(t *testing.T, features uint64, loop bool) *env {
 		t.Fatalf("New: %v", err)
 	}
 	intr := virtiotest.NewRecordingInterrupt()
-	if err := dev.Activate(virtiotest.Activation(intr, features, ds...)); err != nil {
+	var di virtio.Interrupt = intr
+	if wrap != nil {
+		di = wrap(intr)
+	}
+	if err := dev.Activate(virtiotest.Activation(di, features, ds...)); err != nil {
 		t.Fatalf("Activate: %v", err)
 	}
 	t.Cleanup(dev.Reset)

@@ -4,13 +4,38 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 )
 
 // rx moves frames from the backend into the driver's receive buffers
-// (spec 5.1.6.3, 5.1.6.4).
+// (spec 5.1.6.3, 5.1.6.4). It is a state machine on one goroutine. Each
+// state names what the device lacks and waits on one thing only, so there
+// is no polling and no wakeup to lose:
+//
+//	state             has                 next                            waits on
+//	needChains        nothing             chain popped -> needFrame       WaitAvail (kick)
+//	needFrame         chains              frame read -> placing;          WaitReadable (tap)
+//	                                      bad frame or read error:
+//	                                      counted -> needFrame
+//	placing           chains, a frame     delivered -> needFrame, or
+//	                                      needChains if none is left;
+//	                                      too large: dropped -> needFrame
+//	                                      MRG_RXBUF, ring empty ->
+//	                                      frameNeedsChains
+//	frameNeedsChains  a frame, too few    buffers posted -> placing       WaitAvail (kick)
+//	                  chains
+//
+//	needChains --pop--> needFrame --read--> placing --delivered--> needFrame
+//	   ^  |                ^   |              |  ^
+//	   +--+ ring empty     +---+ tap empty    |  | buffers posted
+//	        (WaitAvail)          (WaitReadable) v  |
+//	                                      frameNeedsChains (WaitAvail)
+//
+// Any state returns when Stop closes.
 //
 // Back-pressure: the backend is read only while at least one receive chain
 // is in hand, and a frame that was read is kept until enough chains arrive
@@ -18,21 +43,49 @@ import (
 // buffers the goroutine does not read at all, so frames queue in the tap
 // (and the kernel drops at its own txqueuelen, as for any slow NIC).
 //
-// Wakeups: with buffers in hand it waits on the backend (WaitReadable);
-// without, it waits for a kick on queue 0 after EnableNotify and a
-// re-check. It never waits on both, so no polling and no lost wakeup. It
-// signals the interrupt before every wait, and every batchMax frames.
+// Notifications (virtio.Server): kicks are off from activation (Quiet) and
+// on only inside WaitAvail, while the device has run out of chains; a
+// driver that reposts buffers while the device holds some does not kick
+// (spec 2.7.10). The interrupt decision is made every batchMax chains and
+// before every wait, in the Server.
 type rx struct {
 	vq
-	be       Backend
-	mrg      bool
-	hdr      int
-	buf      []byte          // read buffer: header + largest frame
-	iov      [1][]byte       // {buf}, kept so a read does not allocate
-	frame    []byte          // a frame read but not yet delivered
-	held     []*virtio.Chain // chains popped and not yet used
-	heldRoom uint64          // their total writable length
+	be  Backend
+	mrg bool
+	hdr int
+	buf []byte    // read buffer: header + largest frame
+	iov [1][]byte // {buf}, kept so a read does not allocate
+
+	frame    []byte            // a frame read but not yet delivered (in buf)
+	held     []*virtio.Chain   // chains popped and not yet used, in ring order
+	heldRoom uint64            // their total writable length
+	used     []virtio.UsedElem // one frame's used elements, reused
+	backoff  time.Duration     // wait after a failed backend read
 }
+
+// rxState is where the RX state machine stands: what the device lacks.
+type rxState int
+
+const (
+	// needChains: no receive chain in hand.
+	needChains rxState = iota
+	// needFrame: chains in hand, no frame: read the backend.
+	needFrame
+	// placing: a frame in hand, fitting it into held chains.
+	placing
+	// frameNeedsChains: a frame in hand (MRG_RXBUF) that the held
+	// chains cannot hold, and the ring is empty.
+	frameNeedsChains
+	// rxStopped: Reset is under way.
+	rxStopped
+)
+
+// Backing off after failed backend reads: a tap whose reads keep failing
+// (say, detached) must not make the RX goroutine spin.
+const (
+	minReadBackoff = time.Millisecond
+	maxReadBackoff = 100 * time.Millisecond
+)
 
 func newRX(d *Device, a virtio.Activation, hdr int) *rx {
 	r := &rx{
@@ -43,7 +96,9 @@ func newRX(d *Device, a virtio.Activation, hdr int) *rx {
 		// One byte more than the largest legal frame, so a read that
 		// fills the buffer is known to be oversize (a short buffer
 		// truncates silently).
-		buf: make([]byte, hdrLenMrg+maxGSOFrame+1),
+		buf:  make([]byte, hdrLenMrg+maxGSOFrame+1),
+		used: make([]virtio.UsedElem, 0, a.Queues[RXQueue].Size),
+		held: make([]*virtio.Chain, 0, a.Queues[RXQueue].Size),
 	}
 	r.iov[0] = r.buf
 	return r
@@ -55,38 +110,62 @@ func (r *rx) run() {
 	}
 }
 
+// loop runs the state machine until Reset or an error that stops the queue
+// (guest misbehaviour, or a closed backend).
 func (r *rx) loop() error {
-	for !r.Stopped() {
-		if len(r.held) == 0 {
-			if ok, err := r.pop(); err != nil {
-				return err
-			} else if !ok {
-				if ok, err := r.waitBuffers(); !ok || err != nil {
-					return err
-				}
-				continue
-			}
+	if err := r.Quiet(); err != nil {
+		return err
+	}
+	state := needChains
+	for {
+		if r.Stopped() {
+			return nil
 		}
-		if r.frame == nil {
-			if ok, err := r.read(); !ok || err != nil {
-				return err
-			}
-			continue
+		var err error
+		switch state {
+		case needChains:
+			state, err = r.needChains()
+		case needFrame:
+			state, err = r.readFrame()
+		case placing:
+			state, err = r.place()
+		case frameNeedsChains:
+			state, err = r.waitChains(placing)
+		case rxStopped:
+			return nil
 		}
-		done, err := r.place()
 		if err != nil {
 			return err
 		}
-		if !done {
-			if ok, err := r.waitBuffers(); !ok || err != nil {
-				return err
-			}
-		}
 	}
-	return nil
 }
 
-// pop takes one more receive chain off the ring.
+// needChains pops a chain, or waits for the driver to post one.
+func (r *rx) needChains() (rxState, error) {
+	got, err := r.pop()
+	if err != nil {
+		return 0, err
+	}
+	if got {
+		return needFrame, nil
+	}
+	return r.waitChains(needChains)
+}
+
+// waitChains waits for the driver to post buffers (the ring is empty), then
+// goes to next.
+func (r *rx) waitChains(next rxState) (rxState, error) {
+	ok, err := r.WaitAvail(func() { r.c.bufferWaits.Add(1) })
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return rxStopped, nil
+	}
+	return next, nil
+}
+
+// pop takes one more receive chain off the ring; false when it is empty.
 func (r *rx) pop() (bool, error) {
 	c, err := r.Queue.Pop(r.Mem)
 	if err != nil || c == nil {
@@ -98,32 +177,29 @@ func (r *rx) pop() (bool, error) {
 	return true, nil
 }
 
-// waitBuffers is called when the ring is empty and buffers are needed.
-func (r *rx) waitBuffers() (bool, error) {
-	return r.WaitAvail(func() { r.c.bufferWaits.Add(1) })
-}
-
-// read reads one frame, or waits for the backend when none is pending.
-// It returns false (no error) when the device is stopping.
-func (r *rx) read() (bool, error) {
+// readFrame reads one frame from the backend, or waits for one.
+func (r *rx) readFrame() (rxState, error) {
 	n, err := r.be.TryReadv(r.iov[:])
 	switch {
 	case err == nil:
 	case errors.Is(err, tap.ErrWouldBlock):
+		// Nothing pending: tell the driver what it has before
+		// sleeping on the backend.
 		if err := r.Signal(); err != nil {
-			return false, err
+			return 0, err
 		}
 		err := r.be.WaitReadable()
 		if r.Stopped() {
-			return false, nil
+			return rxStopped, nil
 		}
 		if err != nil && !isDeadline(err) {
-			return false, fmt.Errorf("backend: %w", err)
+			return r.readFailed(err)
 		}
-		return true, nil
+		return needFrame, nil
 	default:
-		return false, fmt.Errorf("backend: %w", err)
+		return r.readFailed(err)
 	}
+	r.backoff = 0
 	switch {
 	case n < r.hdr+ethHeaderLen:
 		r.c.dropBackend.Add(1) // the tap never does this
@@ -131,26 +207,46 @@ func (r *rx) read() (bool, error) {
 		r.c.dropTooLarge.Add(1)
 	default:
 		r.frame = r.buf[:n]
+		return placing, nil
 	}
-	return true, nil
+	return needFrame, nil
 }
 
-// place puts r.frame into held chains, popping more as needed. It returns
-// false when the ring ran out before the frame fit: the frame and chains
-// stay held until the driver posts more.
-func (r *rx) place() (bool, error) {
+// readFailed handles a backend read or wait that failed. A closed backend
+// stops the queue: nothing will ever arrive. Any other error is counted and
+// RX goes on after a short, growing pause, as QEMU's tap_send does (it
+// stops reading on an error and waits for the fd again); stopping the
+// queue instead would end RX for good, since a legacy Linux driver never
+// acts on DEVICE_NEEDS_RESET.
+func (r *rx) readFailed(err error) (rxState, error) {
+	if errors.Is(err, os.ErrClosed) {
+		return 0, fmt.Errorf("backend: %w", err)
+	}
+	r.c.readErrors.Add(1)
+	r.backoff = min(max(2*r.backoff, minReadBackoff), maxReadBackoff)
+	pause := time.NewTimer(r.backoff)
+	defer pause.Stop()
+	select {
+	case <-pause.C:
+		return needFrame, nil
+	case <-r.Stop:
+		return rxStopped, nil
+	}
+}
+
+// place puts r.frame into held chains, popping more as needed.
+func (r *rx) place() (rxState, error) {
 	need := uint64(len(r.frame))
 	if !r.mrg {
 		// One chain per frame (spec 5.1.6.3.1 without MRG_RXBUF). A
 		// frame larger than this chain is dropped; the chain is kept
 		// for the next one.
-		c := r.held[0]
-		if c.WritableLen() < need {
+		if r.held[0].WritableLen() < need {
 			r.c.dropTooLarge.Add(1)
 			r.frame = nil
-			return true, nil
+			return needFrame, nil
 		}
-		return true, r.deliver(1)
+		return r.deliver(1)
 	}
 	for r.heldRoom < need {
 		if len(r.held) >= int(r.Queue.Size) {
@@ -158,11 +254,14 @@ func (r *rx) place() (bool, error) {
 			// frame still does not fit: it never will.
 			r.c.dropTooLarge.Add(1)
 			r.frame = nil
-			return true, nil
+			return needFrame, nil
 		}
-		ok, err := r.pop()
-		if err != nil || !ok {
-			return false, err
+		got, err := r.pop()
+		if err != nil {
+			return 0, err
+		}
+		if !got {
+			return frameNeedsChains, nil
 		}
 	}
 	// Count the chains the frame spans, then write num_buffers (spec
@@ -174,27 +273,33 @@ func (r *rx) place() (bool, error) {
 		n++
 	}
 	binary.LittleEndian.PutUint16(r.frame[numBuffersAt:], uint16(n))
-	return true, r.deliver(n)
+	return r.deliver(n)
 }
 
 // deliver copies r.frame into the first n held chains and returns them to
-// the driver, in ring order so a merged frame's buffers are consecutive.
-func (r *rx) deliver(n int) error {
+// the driver in ring order with ONE used idx publication (UsedBatch): a
+// merged frame's buffers become visible together (spec 5.1.6.4).
+func (r *rx) deliver(n int) (rxState, error) {
 	rest := r.frame
+	r.used = r.used[:0]
 	for _, c := range r.held[:n] {
 		k := min(uint64(len(rest)), c.WritableLen())
 		if _, err := c.Writer().Write(rest[:k]); err != nil {
-			return fmt.Errorf("rx copy: %w", err)
+			return 0, fmt.Errorf("rx copy: %w", err)
 		}
 		rest = rest[k:]
-		if err := r.Used(c.Head, uint32(k)); err != nil {
-			return err
-		}
+		r.used = append(r.used, virtio.UsedElem{Head: c.Head, Len: uint32(k)})
 		r.heldRoom -= c.WritableLen()
+	}
+	if err := r.UsedBatch(r.used); err != nil {
+		return 0, err
 	}
 	r.c.frames.Add(1)
 	r.c.bytes.Add(uint64(len(r.frame) - r.hdr))
 	r.frame = nil
 	r.held = append(r.held[:0], r.held[n:]...)
-	return nil
+	if len(r.held) == 0 {
+		return needChains, nil
+	}
+	return needFrame, nil
 }

@@ -20,6 +20,7 @@ type QueueStats struct {
 	DropTooLarge  uint64 // frame larger than the buffers (RX) or the limit (TX)
 	DropMalformed uint64 // TX chain too short or header breaking spec 5.1.6.2.1
 	DropBackend   uint64 // the backend rejected or failed the frame
+	ReadErrors    uint64 // RX: backend reads that failed (counted, RX goes on)
 }
 
 // Stats holds both queues' counters.
@@ -27,15 +28,15 @@ type Stats struct{ RX, TX QueueStats }
 
 // String is one line for logs.
 func (s QueueStats) String() string {
-	return fmt.Sprintf("chains=%d frames=%d bytes=%d kicks=%d irqs=%d suppressed=%d waits=%d drops(large=%d malformed=%d backend=%d)",
+	return fmt.Sprintf("chains=%d frames=%d bytes=%d kicks=%d irqs=%d suppressed=%d waits=%d drops(large=%d malformed=%d backend=%d) read_errors=%d",
 		s.Chains, s.Frames, s.Bytes, s.Kicks, s.Interrupts, s.Suppressed, s.BufferWaits,
-		s.DropTooLarge, s.DropMalformed, s.DropBackend)
+		s.DropTooLarge, s.DropMalformed, s.DropBackend, s.ReadErrors)
 }
 
 type counters struct {
-	notify                                   virtio.NotifyCounters // kicks, interrupts: kept by the serve loop
-	chains, frames, bytes, bufferWaits       atomic.Uint64
-	dropTooLarge, dropMalformed, dropBackend atomic.Uint64
+	notify                                               virtio.NotifyCounters // kicks, interrupts: kept by the serve loop
+	chains, frames, bytes, bufferWaits                   atomic.Uint64
+	dropTooLarge, dropMalformed, dropBackend, readErrors atomic.Uint64
 }
 
 func (c *counters) snapshot() QueueStats {
@@ -44,7 +45,7 @@ func (c *counters) snapshot() QueueStats {
 		Kicks: c.notify.Kicks.Load(), Interrupts: c.notify.Interrupts.Load(),
 		Suppressed: c.notify.Suppressed.Load(), BufferWaits: c.bufferWaits.Load(),
 		DropTooLarge: c.dropTooLarge.Load(), DropMalformed: c.dropMalformed.Load(),
-		DropBackend: c.dropBackend.Load(),
+		DropBackend: c.dropBackend.Load(), ReadErrors: c.readErrors.Load(),
 	}
 }
 

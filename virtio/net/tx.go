@@ -14,8 +14,9 @@ const iovMax = 1024
 
 // tx moves frames from the driver's transmit chains to the backend (spec
 // 5.1.6.2). A chain's readable part is header + frame, laid out any way
-// the driver liked (ANY_LAYOUT); it is handed to writev as views of guest
-// memory, so the frame is not copied on the way out.
+// the driver liked (ANY_LAYOUT). The header is copied and checked; writev
+// gets that copy followed by views of guest memory for the frame, so the
+// frame is not copied on the way out and the header sent is the one checked.
 type tx struct {
 	vq
 	be       Backend
@@ -95,9 +96,9 @@ const dropLarge = "frame too large"
 
 // parse checks a TX chain: readable part = header + an Ethernet frame of at
 // most t.max bytes, header valid for the negotiated features. It returns
-// why the chain is dropped, or "". The header is copied once, so the
-// driver rewriting it meanwhile cannot make us check one value and use
-// another (the kernel re-reads and re-validates it from guest memory).
+// why the chain is dropped, or "". The header is copied once into
+// t.hdrCopy, and that copy is what views sends, so the driver rewriting it
+// meanwhile cannot make us check one value and send another.
 func (t *tx) parse(c *virtio.Chain) string {
 	n := c.ReadableLen()
 	switch {
@@ -113,26 +114,34 @@ func (t *tx) parse(c *virtio.Chain) string {
 	return checkTXHeader(h, t.features)
 }
 
-// views returns the chain's readable buffers as host slices of guest
-// memory, or false if there are more than writev takes. Pop checked every
-// buffer lies in guest RAM; Slice checks again.
+// views returns what goes to writev for a checked chain: first the header
+// copy parse checked, then the frame bytes as host slices of guest memory
+// (the chain's readable part after its first t.hdr bytes), or false if that
+// is more buffers than writev takes. The guest's own header bytes are never
+// sent: another vCPU may rewrite them after the check, and the tun driver
+// parses the header it is given (gso_type, csum_start / csum_offset). Pop
+// checked every buffer lies in guest RAM; Slice checks again.
 func (t *tx) views(c *virtio.Chain) ([][]byte, bool) {
-	t.iovs = t.iovs[:0]
+	t.iovs = append(t.iovs[:0], t.hdrCopy[:t.hdr])
+	skip := uint64(t.hdr)
 	for _, s := range c.Segments() {
 		if s.Write {
 			break // readable buffers come first (spec 2.7.4.2)
 		}
-		if s.Len == 0 {
+		l := uint64(s.Len)
+		if skip >= l {
+			skip -= l // header bytes (or an empty buffer)
 			continue
 		}
 		if len(t.iovs) == iovMax {
 			return nil, false
 		}
-		b, err := t.Mem.Slice(s.Addr, uint64(s.Len))
+		b, err := t.Mem.Slice(s.Addr+skip, l-skip)
 		if err != nil {
 			return nil, false
 		}
 		t.iovs = append(t.iovs, b)
+		skip = 0
 	}
 	return t.iovs, true
 }
