@@ -31,9 +31,17 @@ type queueEventFD struct {
 	fd         int      // the raw fd KVM gets (never f.Fd(): that makes f blocking)
 	f          *os.File // the same fd, read through Go's poller
 	registered bool
-	addr       uint64
-	done       chan struct{}
+	// failed is set when reading the eventfd failed: the queue's kicks
+	// go through the port write (an exit to user space) from then on,
+	// and the eventfd is never registered again. Guarded by evMu.
+	failed bool
+	addr   uint64
+	done   chan struct{}
 }
+
+// readEventFD reads an eventfd's counter; tests replace it to make a read
+// fail.
+var readEventFD = func(f *os.File, b []byte) (int, error) { return f.Read(b) }
 
 // notifyEventFD is the set of per-queue eventfds of one device.
 type notifyEventFD struct {
@@ -72,13 +80,16 @@ func (d *Transport) EnableIOEventFD(reg IOEventRegistrar) error {
 	}
 	d.ev = ev
 	for _, qe := range ev.queues {
-		go d.eventLoop(qe)
+		go d.eventLoop(ev, qe)
 	}
 	return nil
 }
 
 func (ev *notifyEventFD) register(addr uint64) error {
 	for _, qe := range ev.queues {
+		if qe.failed {
+			continue
+		}
 		if err := ev.reg.RegisterIOEventFDMatch(addr, notifyLen, qe.fd, true, uint64(qe.queue)); err != nil {
 			return fmt.Errorf("ioeventfd for queue %d at port %#x: %w", qe.queue, addr, err)
 		}
@@ -109,14 +120,16 @@ func (ev *notifyEventFD) close() {
 }
 
 // eventLoop turns one queue's eventfd signals into kicks until the file is
-// closed.
-func (d *Transport) eventLoop(qe *queueEventFD) {
+// closed. It never ends silently while the device is live: a read that
+// fails for any other reason hands the queue back to the port-write path
+// (fallBack) before the goroutine ends.
+func (d *Transport) eventLoop(ev *notifyEventFD, qe *queueEventFD) {
 	defer close(qe.done)
 	var buf [8]byte // an eventfd read returns the 8-byte counter
 	for {
-		if _, err := qe.f.Read(buf[:]); err != nil {
-			if !errors.Is(err, os.ErrClosed) {
-				d.logf("%s: notify eventfd: %v", d.name, err)
+		if _, err := readEventFD(qe.f, buf[:]); err != nil {
+			if !errors.Is(err, os.ErrClosed) { // closed: Close is under way
+				d.fallBack(ev, qe, err)
 			}
 			return
 		}
@@ -124,6 +137,30 @@ func (d *Transport) eventLoop(qe *queueEventFD) {
 		d.qcounters[qe.queue].eventfds.Add(1)
 		d.KickQueue(qe.queue)
 	}
+}
+
+// fallBack stops using a queue's eventfd after a failed read. Its KVM
+// registration is removed, so the driver's QUEUE_NOTIFY writes exit to user
+// space and reach KickQueue through the register handler (the path hosts
+// without ioeventfd use); then the queue is kicked once, because a kick may
+// have been lost with the failed read, and a spurious one costs the device
+// only a look at an empty ring. Without this the queue would hang for good:
+// KVM would keep swallowing its kicks into an eventfd nobody reads.
+func (d *Transport) fallBack(ev *notifyEventFD, qe *queueEventFD, err error) {
+	d.evMu.Lock()
+	qe.failed = true
+	var uerr error
+	if qe.registered {
+		qe.registered = false
+		uerr = ev.reg.UnregisterIOEventFDMatch(qe.addr, notifyLen, qe.fd, true, uint64(qe.queue))
+	}
+	d.evMu.Unlock()
+	d.counters.eventfdFailures.Add(1)
+	d.logf("%s: notify eventfd of queue %d: %v; its kicks exit to user space from now on", d.name, qe.queue, err)
+	if uerr != nil {
+		d.logf("%s: queue %d: removing its ioeventfd: %v", d.name, qe.queue, uerr)
+	}
+	d.KickQueue(qe.queue)
 }
 
 // IOBARMapped implements pci.BARListener: keeps the ioeventfd on the

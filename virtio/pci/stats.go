@@ -10,14 +10,17 @@ import (
 // every field is updated atomically on the hot path and read by Stats from
 // any goroutine.
 type pciCounters struct {
-	notifies   atomic.Uint64 // QUEUE_NOTIFY port writes that reached user space
-	eventfds   atomic.Uint64 // ioeventfd signals (kicks that skipped the exit)
-	raised     atomic.Uint64 // line raised: ISR went from 0 to non-zero
-	coalesced  atomic.Uint64 // signals that found the ISR already set (no raise)
-	isrReads   atomic.Uint64 // driver ISR reads
-	isrEmpty   atomic.Uint64 // ISR reads that found 0 (shared line, or spurious)
-	configIRQs atomic.Uint64 // configuration-change signals
-	guestErrs  atomic.Uint64 // DeviceError / transport guest errors
+	notifies atomic.Uint64 // QUEUE_NOTIFY port writes that reached user space
+	eventfds atomic.Uint64 // ioeventfd signals (kicks that skipped the exit)
+	// eventfdFailures counts queues whose eventfd read failed and whose
+	// kicks went back to port writes (ioeventfd.go fallBack).
+	eventfdFailures atomic.Uint64
+	raised          atomic.Uint64 // line raised: ISR went from 0 to non-zero
+	coalesced       atomic.Uint64 // signals that found the ISR already set (no raise)
+	isrReads        atomic.Uint64 // driver ISR reads
+	isrEmpty        atomic.Uint64 // ISR reads that found 0 (shared line, or spurious)
+	configIRQs      atomic.Uint64 // configuration-change signals
+	guestErrs       atomic.Uint64 // DeviceError / transport guest errors
 }
 
 // queueCounters are one queue's share of the transport's counters (govm
@@ -43,9 +46,12 @@ type QueueStats struct {
 
 // Stats is a snapshot of a device's transport counters and queues.
 type Stats struct {
-	Name                                  string
-	Status                                uint8
-	Notifies, EventFDs                    uint64
+	Name               string
+	Status             uint8
+	Notifies, EventFDs uint64
+	// EventFDFailures counts queues moved off a failed notify eventfd
+	// back to port-write kicks.
+	EventFDFailures                       uint64
 	Raised, Coalesced, ISRReads, ISREmpty uint64
 	ConfigInterrupts, GuestErrors         uint64
 	// GuestLogSuppressed counts guest-error lines the rate limit kept
@@ -64,6 +70,7 @@ func (d *Transport) Stats() Stats {
 		Status:           d.Status(),
 		Notifies:         d.counters.notifies.Load(),
 		EventFDs:         d.counters.eventfds.Load(),
+		EventFDFailures:  d.counters.eventfdFailures.Load(),
 		Raised:           d.counters.raised.Load(),
 		Coalesced:        d.counters.coalesced.Load(),
 		ISRReads:         d.counters.isrReads.Load(),
@@ -98,6 +105,9 @@ func (s Stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: status %#x, kicks %d (+%d by ioeventfd), interrupts %d (+%d coalesced while ISR set), ISR reads %d (%d empty), config %d, guest errors %d (%d log lines suppressed)",
 		s.Name, s.Status, s.Notifies, s.EventFDs, s.Raised, s.Coalesced, s.ISRReads, s.ISREmpty, s.ConfigInterrupts, s.GuestErrors, s.GuestLogSuppressed)
+	if s.EventFDFailures > 0 {
+		fmt.Fprintf(&b, ", notify eventfds failed %d", s.EventFDFailures)
+	}
 	for _, q := range s.Queues {
 		if !q.Enabled {
 			continue
