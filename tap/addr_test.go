@@ -3,8 +3,6 @@ package tap
 import (
 	"errors"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 func TestParseMAC(t *testing.T) {
@@ -115,41 +113,6 @@ func TestValidName(t *testing.T) {
 		}
 		if err != nil && !errors.Is(err, ErrBadName) {
 			t.Errorf("ValidName(%q): %v does not wrap ErrBadName", tt.name, err)
-		}
-	}
-}
-
-func TestOffloadFlags(t *testing.T) {
-	const (
-		csum = 1 << featGuestCsum
-		tso4 = 1 << featGuestTSO4
-		tso6 = 1 << featGuestTSO6
-		ecn  = 1 << featGuestECN
-		ufo  = 1 << featGuestUFO
-		// Host (device-side) offloads must not leak into the flags:
-		// they concern frames the guest sends, not ones it receives.
-		hostCsum = 1 << 0
-		hostTSO4 = 1 << 11
-	)
-	tests := []struct {
-		name string
-		feat uint64
-		want uint
-	}{
-		{"none", 0, 0},
-		{"host offloads only", hostCsum | hostTSO4, 0},
-		{"csum", csum, unix.TUN_F_CSUM},
-		{"tso without csum", tso4 | tso6 | ecn | ufo, 0},
-		{"tso4", csum | tso4, unix.TUN_F_CSUM | unix.TUN_F_TSO4},
-		{"tso4+6", csum | tso4 | tso6, unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6},
-		{"ecn without tso", csum | ecn, unix.TUN_F_CSUM},
-		{"ecn", csum | tso6 | ecn, unix.TUN_F_CSUM | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN},
-		{"ufo", csum | ufo, unix.TUN_F_CSUM | unix.TUN_F_UFO},
-		{"all", ^uint64(0), unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN | unix.TUN_F_UFO},
-	}
-	for _, tt := range tests {
-		if got := OffloadFlags(tt.feat); got != tt.want {
-			t.Errorf("%s: OffloadFlags(%#x) = %#x, want %#x", tt.name, tt.feat, got, tt.want)
 		}
 	}
 }

@@ -208,7 +208,7 @@ func (t *Tap) SetVnetHdrSize(n int) error {
 }
 
 // SetOffload tells the kernel which offloads the reader (the guest) accepts
-// in frames it reads: TUN_F_* flags, see OffloadFlags.
+// in frames it reads: the Offload* (TUN_F_*) flags.
 func (t *Tap) SetOffload(flags uint) error {
 	return t.control("TUNSETOFFLOAD", func(fd int) error {
 		return unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, int(flags))

@@ -26,6 +26,7 @@ const (
 	FeatureGuestTSO4 = 7  // driver receives TSOv4 frames
 	FeatureGuestTSO6 = 8  // driver receives TSOv6 frames
 	FeatureGuestECN  = 9  // driver receives TSO frames with ECN
+	FeatureGuestUFO  = 10 // driver receives UFO frames (not offered)
 	FeatureHostTSO4  = 11 // device accepts TSOv4 frames from the driver
 	FeatureHostTSO6  = 12 // device accepts TSOv6 frames from the driver
 	FeatureHostECN   = 13 // device accepts TSO frames with ECN
@@ -171,7 +172,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 	if err := d.be.SetVnetHdrSize(hdr); err != nil {
 		return fmt.Errorf("virtionet: %w", err)
 	}
-	if err := d.be.SetOffload(tap.OffloadFlags(a.Features)); err != nil {
+	if err := d.be.SetOffload(offloadFlags(a.Features)); err != nil {
 		return fmt.Errorf("virtionet: %w", err)
 	}
 	if err := d.be.SetReadDeadline(time.Time{}); err != nil {

@@ -1,0 +1,40 @@
+package virtionet
+
+import (
+	"github.com/govm/govm/tap"
+	"github.com/govm/govm/virtio"
+)
+
+// offloadFlags maps the negotiated guest features (spec 5.1.3) to the tap's
+// TUNSETOFFLOAD flags: what the kernel may hand us (and so the guest) in
+// frames read from the tap. Without them it must checksum and segment
+// everything itself. Host (device-side) offloads do not appear: they
+// concern frames the guest sends.
+//
+// The kernel's tun set_offload accepts TSO/ECN/UFO only together with
+// TUN_F_CSUM (a partially checksummed segment is meaningless otherwise) and
+// rejects the whole call with EINVAL for flags it did not consume, so they
+// are only set when GUEST_CSUM was negotiated; spec 5.1.3.1 likewise makes
+// GUEST_TSO4/6/UFO/ECN depend on GUEST_CSUM.
+func offloadFlags(features uint64) uint {
+	has := func(bit uint) bool { return features&virtio.Bit(bit) != 0 }
+	if !has(FeatureGuestCsum) {
+		return 0
+	}
+	flags := tap.OffloadCsum
+	if has(FeatureGuestTSO4) {
+		flags |= tap.OffloadTSO4
+	}
+	if has(FeatureGuestTSO6) {
+		flags |= tap.OffloadTSO6
+	}
+	// ECN (spec 5.1.3.1: GUEST_ECN requires GUEST_TSO4 or GUEST_TSO6)
+	// only qualifies TSO, so the kernel ignores it without TSO.
+	if has(FeatureGuestECN) && flags&(tap.OffloadTSO4|tap.OffloadTSO6) != 0 {
+		flags |= tap.OffloadTSOECN
+	}
+	if has(FeatureGuestUFO) {
+		flags |= tap.OffloadUFO
+	}
+	return flags
+}
