@@ -31,7 +31,7 @@ type Config struct {
 	CPUs          int
 	DebugExit     bool
 	Disks         []DiskConfig
-	Nets          []virtionet.NetConfig
+	Nets          []NetConfig
 	KVMPath       string // default /dev/kvm
 	// KernelCacheDir keeps decompressed kernels between runs ("" = off);
 	// DefaultKernelCacheDir gives the usual place.

@@ -71,7 +71,7 @@ func (m *Machine) setupPCI() error {
 		m.disks = append(m.disks, dev)
 	}
 	for i, n := range m.cfg.Nets {
-		if n.Mode == virtionet.NetNone {
+		if n.Mode == NetNone {
 			continue
 		}
 		t, err := tap.Open(tap.Config{Name: n.IfName, VMName: m.cfg.Name, HostIP: n.HostIP, VnetHdr: true})
@@ -80,7 +80,7 @@ func (m *Machine) setupPCI() error {
 		}
 		mac := n.MAC
 		if mac == nil {
-			mac = virtionet.DefaultMAC(fmt.Sprintf("%s-%d", m.cfg.Name, i))
+			mac = DefaultMAC(fmt.Sprintf("%s-%d", m.cfg.Name, i))
 		}
 		dev, err := virtionet.New(t, virtionet.Config{MAC: mac})
 		if err != nil {

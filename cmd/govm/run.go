@@ -15,7 +15,6 @@ import (
 
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/sandbox"
-	virtionet "github.com/govm/govm/virtio/net"
 	"github.com/govm/govm/vmm"
 )
 
@@ -213,7 +212,7 @@ func configFromFlags(f *runFlags) (vmm.Config, error) {
 		cfg.Disks = append(cfg.Disks, dc)
 	}
 	for _, n := range f.nets {
-		nc, err := virtionet.ParseNetFlag(n)
+		nc, err := parseNet(n)
 		if err != nil {
 			return vmm.Config{}, err
 		}
