@@ -78,7 +78,9 @@ static void flood_run(void)
 	uint32_t dst, size, seq = 0;
 	uint16_t port;
 	unsigned long sent = 0, full_waits = 0, rx0, icmp0;
-	uint64_t last_send, max_stall = 0;
+	uint64_t last_send, max_stall = 0, drain0, drain_us;
+	unsigned long reaped0;
+	uint32_t undrained;
 	bool icmp, ok = true;
 
 	if (!nif)
@@ -133,24 +135,37 @@ static void flood_run(void)
 		}
 	}
 	us = tsc_to_us(rdtsc() - t0);
-	/* Let the device finish what is queued (bounded). */
+	/* Let the device finish what is queued (bounded), still answering
+	 * the host meanwhile: ping -f must not see the guest go quiet. */
+	drain0 = rdtsc();
+	vnet_tx_reap(&nif->vn);
+	undrained = (uint32_t)(nif->vn.tx->num - nif->vn.tx->num_free);
+	reaped0 = nif->vn.tx_reaped;
 	for (uint64_t end = tsc_after(2000);
-	     nif->vn.tx->num_free < nif->vn.tx->num && rdtsc() < end;)
+	     nif->vn.tx_reaped - reaped0 < undrained && rdtsc() < end;) {
 		vnet_tx_reap(&nif->vn);
+		if (vnet_rx_ready(&nif->vn) && net_service(nif, BUDGET) < 0)
+			break;
+	}
+	drain_us = tsc_to_us(rdtsc() - drain0);
+	/* What was queued when the flood ended and is still not sent. */
+	undrained = nif->vn.tx_reaped - reaped0 >= undrained ? 0 :
+		    undrained - (uint32_t)(nif->vn.tx_reaped - reaped0);
 	/* Bounded by count and time: reaching the deadline first is not a
 	 * failure (the host may be slow); a stall shows in max_stall_us and
 	 * a broken ring fails. */
 	ok = ok && sent > 0 && vnet_ok(&nif->vn);
 	report_begin("net-flood", ok);
 	printf(" kind=%s sent=%lu want=%llu us=%llu pps=%llu full_waits=%lu "
-	       "rx_during=%lu icmp_during=%lu size=%u max_stall_us=%llu end=%s",
+	       "rx_during=%lu icmp_during=%lu size=%u max_stall_us=%llu end=%s "
+	       "drain_us=%llu undrained=%u",
 	       kind, sent,
 	       (unsigned long long)count, (unsigned long long)us,
 	       (unsigned long long)(us ? sent * 1000000ull / us : 0),
 	       full_waits, nif->rx - rx0, nif->icmp - icmp0, size,
 	       (unsigned long long)tsc_to_us(max_stall),
 	       vnet_broken(&nif->vn) ? "broken" : sent == count ? "count" :
-	       "deadline");
+	       "deadline", (unsigned long long)drain_us, undrained);
 	net_print_counters(nif);
 	vnet_print_features(&nif->vn);
 	report_end();
