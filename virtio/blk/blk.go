@@ -108,7 +108,8 @@ type Device struct {
 	cfg      Config
 	capacity uint64 // sectors
 	config   [cfgLen]byte
-	herr     hostErrors // hosterr.go
+	herr     hostErrors            // hosterr.go
+	notify   virtio.NotifyCounters // the request queue's, kept across resets
 
 	mu   sync.Mutex // guards stop/done against concurrent Activate/Reset
 	stop chan struct{}
@@ -206,7 +207,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 	}
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
 	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
-		Kick: a.Kicks[0], Intr: a.Intr, Stop: d.stop}}
+		Kick: a.Kicks[0], Intr: a.Intr, Stop: d.stop, Counters: &d.notify}}
 	go w.run(d.done)
 	return nil
 }
