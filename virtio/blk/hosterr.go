@@ -72,7 +72,7 @@ type Stats struct {
 	// notifications (virtio.NotifyCounters): kicks the queue woke on,
 	// interrupts signalled, interrupt decisions the driver suppressed.
 	Kicks, Interrupts, SuppressedInterrupts uint64
-	ReadErrors, WriteErrors, FlushErrors uint64
+	ReadErrors, WriteErrors, FlushErrors    uint64
 	// FlushBroken is set once a flush failed: every later FLUSH fails.
 	FlushBroken bool
 	// LogSuppressed counts host I/O error lines left out of the log.
@@ -85,11 +85,11 @@ func (d *Device) Stats() Stats {
 		Kicks:                d.notify.Kicks.Load(),
 		Interrupts:           d.notify.Interrupts.Load(),
 		SuppressedInterrupts: d.notify.Suppressed.Load(),
-		ReadErrors:    d.herr.readErrs.Load(),
-		WriteErrors:   d.herr.writeErrs.Load(),
-		FlushErrors:   d.herr.flushErrs.Load(),
-		FlushBroken:   d.herr.flushBroken.Load(),
-		LogSuppressed: d.herr.lim.Suppressed(),
+		ReadErrors:           d.herr.readErrs.Load(),
+		WriteErrors:          d.herr.writeErrs.Load(),
+		FlushErrors:          d.herr.flushErrs.Load(),
+		FlushBroken:          d.herr.flushBroken.Load(),
+		LogSuppressed:        d.herr.lim.Suppressed(),
 	}
 }
 
