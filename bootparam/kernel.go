@@ -142,7 +142,8 @@ func load(img []byte, limit int64, cache PayloadCache) (*Kernel, error) {
 		case errors.Is(err, decompress.ErrUnsupported), errors.Is(err, decompress.ErrUnknownFormat):
 			reason = err.Error()
 		default:
-			return nil, fmt.Errorf("bootparam: bzImage payload: %w", err)
+			// decompress names the payload and its format.
+			return nil, fmt.Errorf("bootparam: bzImage: %w", err)
 		}
 	}
 	if !h.Has64BitEntry() {

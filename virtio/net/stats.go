@@ -1,6 +1,7 @@
 package virtionet
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -77,5 +78,11 @@ func newVQ(d *Device, a virtio.Activation, idx int, c *counters) vq {
 // fail reports an error that stops this queue: guest misbehaviour or a dead
 // backend. The transport sets NEEDS_RESET and logs it once.
 func (v *vq) fail(err error) {
-	v.Intr.DeviceError(fmt.Errorf("virtio-net queue %d: %w", v.Queue.Index, err))
+	// A GuestError names its queue already, and the transport's log line
+	// names the device; a backend error says neither.
+	var ge *virtio.GuestError
+	if !errors.As(err, &ge) {
+		err = fmt.Errorf("queue %d: %w", v.Queue.Index, err)
+	}
+	v.Intr.DeviceError(err)
 }

@@ -176,6 +176,9 @@ func TestTXBackendClosed(t *testing.T) {
 	if !e.intr.WaitFor(2*time.Second, func() bool { return len(e.intr.Errors()) == 1 }) {
 		t.Fatalf("closed backend not reported")
 	}
+	if err, want := e.intr.Errors()[0], "queue 1: backend: "+os.ErrClosed.Error(); err.Error() != want {
+		t.Fatalf("DeviceError says %q, want %q (which queue, what the backend said)", err, want)
+	}
 }
 
 func TestTXGuestErrors(t *testing.T) {
@@ -183,24 +186,26 @@ func TestTXGuestErrors(t *testing.T) {
 		name  string
 		setup func(e *env)
 		want  error
+		msg   string // the exact text, when given
 	}{
-		{"avail idx jump", func(e *env) { e.tx.SetAvailIdx(QueueSize + 1) }, virtio.ErrAvailIdx},
+		{"avail idx jump", func(e *env) { e.tx.SetAvailIdx(QueueSize + 1) }, virtio.ErrAvailIdx,
+			"virtio: queue 1: avail index jumped: avail idx 257 is 257 ahead of next 0 (size 256)"},
 		{"descriptor loop", func(e *env) {
 			e.tx.SetDesc(0, 0x300000, 16, virtio.DescFlagNext, 1)
 			e.tx.SetDesc(1, 0x300000, 16, virtio.DescFlagNext, 0)
 			e.tx.SetAvailRing(0, 0)
 			e.tx.SetAvailIdx(1)
-		}, virtio.ErrDescLoop},
+		}, virtio.ErrDescLoop, ""},
 		{"buffer outside RAM", func(e *env) {
 			e.tx.SetDesc(0, 1<<40, 100, 0, 0)
 			e.tx.SetAvailRing(0, 0)
 			e.tx.SetAvailIdx(1)
-		}, virtio.ErrDescBuffer},
+		}, virtio.ErrDescBuffer, ""},
 		{"indirect not negotiated", func(e *env) {
 			e.tx.SetDesc(0, 0x300000, 32, virtio.DescFlagIndirect, 0)
 			e.tx.SetAvailRing(0, 0)
 			e.tx.SetAvailIdx(1)
-		}, virtio.ErrIndirect},
+		}, virtio.ErrIndirect, ""},
 	}
 	for _, tt := range tests {
 		e := newEnv(t, 0, false)
@@ -211,6 +216,9 @@ func TestTXGuestErrors(t *testing.T) {
 		}
 		if err := e.intr.Errors()[0]; !errors.Is(err, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+		if err := e.intr.Errors()[0]; tt.msg != "" && err.Error() != tt.msg {
+			t.Errorf("%s: DeviceError says %q, want %q", tt.name, err, tt.msg)
 		}
 		e.dev.Reset()
 	}
