@@ -43,6 +43,7 @@ func (m *Machine) runVCPU(v *kvm.VCPU) {
 	// Interrupt() signals that thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	defer nameThread(fmt.Sprintf("vcpu%d", v.ID()))()
 	for {
 		select {
 		case <-m.done:
