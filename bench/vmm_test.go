@@ -22,7 +22,7 @@ const guestRAMMB = 256
 // benchTimeout bounds each VMM run. Guest CPL0 code is emulated on our hosts (~1M
 // instructions/s), so def is generous for the test kernel but not for a stock
 // Linux. GOVM_BENCH_TIMEOUT (a Go duration) overrides it.
-func benchTimeout(b *testing.B, def time.Duration) time.Duration {
+func benchTimeout(b testing.TB, def time.Duration) time.Duration {
 	if s := os.Getenv("GOVM_BENCH_TIMEOUT"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -35,7 +35,7 @@ func benchTimeout(b *testing.B, def time.Duration) time.Duration {
 
 // locate returns the file named by env var key, or def (relative to this
 // package's directory, where go test runs), skipping the benchmark if it is absent.
-func locate(b *testing.B, key, def, what string) string {
+func locate(b testing.TB, key, def, what string) string {
 	p := os.Getenv(key)
 	if p == "" {
 		p = def
@@ -50,13 +50,13 @@ func locate(b *testing.B, key, def, what string) string {
 	return abs
 }
 
-func testKernel(b *testing.B) string {
+func testKernel(b testing.TB) string {
 	return locate(b, "GOVM_TEST_KERNEL", "../guest/build/bzImage", "test kernel")
 }
 
 // govmArgv is the govm command line, with the same guest RAM as QEMU, then
 // extra, then GOVM_ARGS (space-separated).
-func govmArgv(b *testing.B, kernel, cmdline string, extra ...string) []string {
+func govmArgv(b testing.TB, kernel, cmdline string, extra ...string) []string {
 	bin := locate(b, "GOVM_BIN", "../bin/govm", "govm binary")
 	argv := []string{bin, "run", "--kernel", kernel, "-m", fmt.Sprintf("%dM", guestRAMMB),
 		"-p", cmdline, "--debug-exit"}
@@ -67,7 +67,7 @@ func govmArgv(b *testing.B, kernel, cmdline string, extra ...string) []string {
 // qemuArgv is guestrun.QEMUArgs, the fastest QEMU configuration for a small
 // guest on our hosts (HOST.md: qboot instead of SeaBIOS, no default devices,
 // serial on stdout), with the binary from QEMU_BIN or $PATH.
-func qemuArgv(b *testing.B, kernel, cmdline string, extra ...string) []string {
+func qemuArgv(b testing.TB, kernel, cmdline string, extra ...string) []string {
 	bin := os.Getenv("QEMU_BIN")
 	if bin == "" {
 		bin = "qemu-system-x86_64"
