@@ -21,9 +21,13 @@ import (
 // See README.md for how to read the numbers.
 
 const (
-	// blkCmdline is guest/tests.cfg's [blk-bench] command line: each of the three
+	// blkCmdline is guest/tests.cfg's [blk-bench] command line: each of the four
 	// phases runs for bench.ms of guest TSC time.
 	blkCmdline = "test=blk-bench bench.ms=2000"
+	// blkPhase is bench.ms, the host pread loop's duration too.
+	blkPhase = 2 * time.Second
+	// blkSeqBytes is blk-bench-seq's request size, the host loop's read size.
+	blkSeqBytes = 1 << 20
 	// blkImageMB is the [blk-bench] disk size: larger than the guest's RAM, so
 	// random reads cannot all be served from a guest-side cache (the test kernel
 	// has none anyway) and span real page-cache pages on the host.
@@ -34,13 +38,14 @@ const (
 // metrics use.
 var blkPhases = []struct{ result, short string }{
 	{"blk-bench-rand-qd1", "qd1"},
+	{"blk-bench-rand-qd1-poll", "qd1-poll"},
 	{"blk-bench-rand-qd32", "qd32"},
 	{"blk-bench-seq", "seq"},
 }
 
 // blkSample is one run's numbers per phase, as the guest measured them.
 type blkSample struct {
-	iops, mbps, kicks1k, irqs1k [3]int64
+	iops, mbps, kicks1k, irqs1k [4]int64
 }
 
 // blkRun runs one VMM on blk-bench and collects the guest's figures. runChecked
@@ -71,7 +76,7 @@ func blkRun(argv []string, timeout time.Duration) (blkSample, error) {
 
 // blkMedians holds per-phase medians over a VMM's runs.
 type blkMedians struct {
-	iops, mbps, kicks1k, irqs1k [3]float64
+	iops, mbps, kicks1k, irqs1k [4]float64
 }
 
 func blkSummarize(ss []blkSample) blkMedians {
@@ -89,13 +94,22 @@ func blkSummarize(ss []blkSample) blkMedians {
 	return m
 }
 
+// Phase indexes into blkPhases and the sample arrays.
+const (
+	blkQD1 = iota
+	blkQD1Poll
+	blkQD32
+	blkSeq
+)
+
 // report publishes one VMM's medians with prefix "govm-" or "qemu-". Random
 // phases are reported in IOPS, the sequential one in MB/s (10^6 bytes/s, as the
-// guest computes it); kicks and interrupts per 1000 requests for all three.
+// guest computes it); kicks and interrupts per 1000 requests for all of them.
 func (m blkMedians) report(b *testing.B, prefix string) {
-	b.ReportMetric(m.iops[0], prefix+"qd1-IOPS")
-	b.ReportMetric(m.iops[1], prefix+"qd32-IOPS")
-	b.ReportMetric(m.mbps[2], prefix+"seq-MB/s")
+	b.ReportMetric(m.iops[blkQD1], prefix+"qd1-IOPS")
+	b.ReportMetric(m.iops[blkQD1Poll], prefix+"qd1-poll-IOPS")
+	b.ReportMetric(m.iops[blkQD32], prefix+"qd32-IOPS")
+	b.ReportMetric(m.mbps[blkSeq], prefix+"seq-MB/s")
 	for i, ph := range blkPhases {
 		b.ReportMetric(m.kicks1k[i], prefix+ph.short+"-kicks/1k")
 		b.ReportMetric(m.irqs1k[i], prefix+ph.short+"-irqs/1k")
@@ -129,7 +143,7 @@ func fileDigest(b *testing.B, path string) [sha256.Size]byte {
 // BenchmarkBlk runs blk-bench under govm and QEMU in alternation (the order
 // flips every iteration), so both see the same host load and page-cache state,
 // and reports per-VMM medians and govm/QEMU ratios. One iteration is one run of
-// each VMM, about 8 s.
+// each VMM plus the host pread loop, about 20 s.
 //
 // Both VMMs serve the disk through the host page cache: govm's backend is plain
 // pread/pwrite on the image, so QEMU gets its default cache=writeback (not
@@ -144,6 +158,7 @@ func BenchmarkBlk(b *testing.B) {
 	timeout := benchTimeout(b, 120*time.Second) // tests.cfg [blk-bench] timeout
 	b.ResetTimer()
 	var gs, qs []blkSample
+	var hs []float64 // host pread loop, MB/s
 	for i := 0; i < b.N; i++ {
 		runs := []struct {
 			argv []string
@@ -158,9 +173,15 @@ func BenchmarkBlk(b *testing.B) {
 				b.Fatalf("run %d of %s: %v", i, filepath.Base(r.argv[0]), err)
 			}
 			*r.out = append(*r.out, s)
-			b.Logf("run %d %s: qd1 %d IOPS, qd32 %d IOPS, seq %d MB/s", i, filepath.Base(r.argv[0]),
-				s.iops[0], s.iops[1], s.mbps[2])
+			b.Logf("run %d %s: qd1 %d IOPS, qd1-poll %d IOPS, qd32 %d IOPS, seq %d MB/s", i,
+				filepath.Base(r.argv[0]), s.iops[blkQD1], s.iops[blkQD1Poll], s.iops[blkQD32], s.mbps[blkSeq])
 		}
+		mbps, err := hostSeqRead(img, blkSeqBytes, blkPhase)
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs = append(hs, mbps)
+		b.Logf("run %d host pread loop: seq %.0f MB/s", i, mbps)
 	}
 	b.StopTimer()
 	if d := fileDigest(b, img); !bytes.Equal(d[:], digest[:]) {
@@ -172,6 +193,47 @@ func BenchmarkBlk(b *testing.B) {
 	for i, ph := range blkPhases {
 		b.ReportMetric(pairRatio(gs, qs, i), "govm/qemu-"+ph.short)
 	}
+	b.ReportMetric(Median(hs), "host-seq-MB/s")
+	b.ReportMetric(hostRatio(gs, hs), "govm/host-seq")
+	b.ReportMetric(hostRatio(qs, hs), "qemu/host-seq")
+}
+
+// hostSeqRead is the physical limit for blk-bench-seq: one thread pread()ing
+// the image front to back (wrapping at the end) in size-byte reads for d, from
+// the page cache the VMMs' runs just used, no VMM in between. It returns MB/s
+// (10^6 bytes/s, as the guest counts).
+func hostSeqRead(path string, size int, d time.Duration) (float64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	var off, total int64
+	start := time.Now()
+	for time.Since(start) < d {
+		n, err := f.ReadAt(buf, off)
+		total += int64(n)
+		off += int64(n)
+		if err == io.EOF || n == 0 {
+			off = 0
+		} else if err != nil {
+			return 0, fmt.Errorf("host pread %s at %d: %w", path, off, err)
+		}
+	}
+	return float64(total) / time.Since(start).Seconds() / 1e6, nil
+}
+
+// hostRatio is the median over iterations of a VMM's sequential MB/s divided by
+// the host pread loop's in the same iteration.
+func hostRatio(ss []blkSample, hs []float64) float64 {
+	var rs []float64
+	for j := range min(len(ss), len(hs)) {
+		if hs[j] > 0 {
+			rs = append(rs, float64(ss[j].mbps[blkSeq])/hs[j])
+		}
+	}
+	return Median(rs)
 }
 
 // pairRatio is the median over iterations of govm's figure divided by QEMU's in
@@ -182,7 +244,7 @@ func pairRatio(gs, qs []blkSample, phase int) float64 {
 	var rs []float64
 	for j := range min(len(gs), len(qs)) {
 		g, q := gs[j].iops[phase], qs[j].iops[phase]
-		if blkPhases[phase].short == "seq" {
+		if phase == blkSeq {
 			g, q = gs[j].mbps[phase], qs[j].mbps[phase]
 		}
 		if q > 0 {
@@ -197,9 +259,10 @@ func pairRatio(gs, qs []blkSample, phase int) float64 {
 func TestBlkRun(t *testing.T) {
 	script := func(qd1 int) string {
 		return fmt.Sprintf(`echo 'RESULT blk-bench-rand-qd1 pass reqs=1 iops=%d mbps=10 kicks_per_1k=999 irqs_per_1k=998 bad=0'
+echo 'RESULT blk-bench-rand-qd1-poll pass iops=9000 mbps=36 kicks_per_1k=1000 irqs_per_1k=0 poll=1'
 echo 'RESULT blk-bench-rand-qd32 pass iops=40000 mbps=160 kicks_per_1k=31 irqs_per_1k=30'
 echo 'RESULT blk-bench-seq pass iops=2700 mbps=2800 kicks_per_1k=250 irqs_per_1k=247'
-echo 'SUMMARY pass=3 fail=0 skip=0'; exit 1`, qd1)
+echo 'SUMMARY pass=4 fail=0 skip=0'; exit 1`, qd1)
 	}
 	var ss []blkSample
 	for _, qd1 := range []int{2500, 100, 2600} {
@@ -210,26 +273,54 @@ echo 'SUMMARY pass=3 fail=0 skip=0'; exit 1`, qd1)
 		ss = append(ss, s)
 	}
 	m := blkSummarize(ss)
-	if m.iops[0] != 2500 || m.iops[1] != 40000 || m.mbps[2] != 2800 || m.kicks1k[0] != 999 ||
-		m.irqs1k[0] != 998 || m.kicks1k[2] != 250 || m.irqs1k[1] != 30 {
+	if m.iops[blkQD1] != 2500 || m.iops[blkQD1Poll] != 9000 || m.irqs1k[blkQD1Poll] != 0 ||
+		m.iops[blkQD32] != 40000 || m.mbps[blkSeq] != 2800 || m.kicks1k[blkQD1] != 999 ||
+		m.irqs1k[blkQD1] != 998 || m.kicks1k[blkSeq] != 250 || m.irqs1k[blkQD32] != 30 {
 		t.Errorf("medians = %+v", m)
 	}
-	qs := []blkSample{{iops: [3]int64{1000, 20000, 0}, mbps: [3]int64{0, 0, 4000}}, {iops: [3]int64{5000, 1, 0}, mbps: [3]int64{0, 0, 0}}}
+	qs := []blkSample{{iops: [4]int64{1000, 3000, 20000, 0}, mbps: [4]int64{0, 0, 0, 4000}},
+		{iops: [4]int64{5000, 9000, 1, 0}, mbps: [4]int64{0, 0, 0, 0}}}
 	// Pairs: qd1 2500/1000, 100/5000; the third govm run has no partner.
-	if r := pairRatio(ss, qs, 0); r != (2.5+0.02)/2 {
+	if r := pairRatio(ss, qs, blkQD1); r != (2.5+0.02)/2 {
 		t.Errorf("pairRatio(qd1) = %v, want 1.26", r)
 	}
-	if r := pairRatio(ss, qs, 2); r != 0.7 { // 2800/4000; the zero-MB/s QEMU run is left out
+	if r := pairRatio(ss, qs, blkQD1Poll); r != 2 { // 9000/3000, 9000/9000
+		t.Errorf("pairRatio(qd1-poll) = %v, want 2", r)
+	}
+	if r := pairRatio(ss, qs, blkSeq); r != 0.7 { // 2800/4000; the zero-MB/s QEMU run is left out
 		t.Errorf("pairRatio(seq) = %v, want 0.7", r)
+	}
+	// Against the host loop: 2800/5600, 2800/2800; the zero host figure is left out.
+	if r := hostRatio(ss, []float64{5600, 2800, 0}); r != 0.75 {
+		t.Errorf("hostRatio = %v, want 0.75", r)
 	}
 	// A phase missing, or a key missing, is an error rather than a zero.
 	for _, bad := range []string{
 		"echo 'RESULT blk-bench-rand-qd1 pass iops=1 mbps=1 kicks_per_1k=1 irqs_per_1k=1'; echo 'SUMMARY pass=1 fail=0 skip=0'; exit 1",
-		"echo 'RESULT blk-bench-rand-qd1 pass iops=1'; echo 'RESULT blk-bench-rand-qd32 pass'; " +
-			"echo 'RESULT blk-bench-seq pass'; echo 'SUMMARY pass=3 fail=0 skip=0'; exit 1",
+		"echo 'RESULT blk-bench-rand-qd1 pass iops=1 mbps=1 kicks_per_1k=1 irqs_per_1k=1'; " +
+			"echo 'RESULT blk-bench-rand-qd32 pass iops=1 mbps=1 kicks_per_1k=1 irqs_per_1k=1'; " +
+			"echo 'RESULT blk-bench-seq pass iops=1 mbps=1 kicks_per_1k=1 irqs_per_1k=1'; echo 'SUMMARY pass=3 fail=0 skip=0'; exit 1",
+		"echo 'RESULT blk-bench-rand-qd1 pass iops=1'; echo 'RESULT blk-bench-rand-qd1-poll pass'; echo 'RESULT blk-bench-rand-qd32 pass'; " +
+			"echo 'RESULT blk-bench-seq pass'; echo 'SUMMARY pass=4 fail=0 skip=0'; exit 1",
 	} {
 		if _, err := blkRun([]string{"/bin/sh", "-c", bad}, 5*time.Second); err == nil {
 			t.Errorf("blkRun accepted %q", bad)
 		}
+	}
+}
+
+// TestHostSeqRead: the host loop reads the file (wrapping at its end) and
+// reports a rate; a missing file is an error.
+func TestHostSeqRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(path, make([]byte, 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mbps, err := hostSeqRead(path, 1<<20, 20*time.Millisecond)
+	if err != nil || mbps <= 0 {
+		t.Errorf("hostSeqRead = %v, %v", mbps, err)
+	}
+	if _, err := hostSeqRead(filepath.Join(t.TempDir(), "none"), 1<<20, time.Millisecond); err == nil {
+		t.Error("hostSeqRead of a missing file succeeded")
 	}
 }
