@@ -76,11 +76,16 @@ func TestOpenFileRejects(t *testing.T) {
 		{dir, ErrIsDir, "is a directory"},
 		{empty, ErrEmpty, "is empty (0 bytes)"},
 		{filepath.Join(dir, "missing"), os.ErrNotExist, "no such file"},
+		{filepath.Join(dir, "missing", "x.img"), os.ErrNotExist, "no such file"},
 	}
 	for _, tt := range tests {
 		_, err := OpenFile(tt.path, false)
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.msg) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("OpenFile(%s) = %v, want %v", tt.path, err, tt.want)
+		}
+		// One line that names the image once (os errors carry the path).
+		if n := strings.Count(err.Error(), tt.path); n != 1 {
+			t.Errorf("OpenFile(%s) = %q: the path appears %d times", tt.path, err, n)
 		}
 	}
 }
