@@ -152,10 +152,12 @@ func New(cfg Config) (_ *Machine, err error) {
 //  1. the console: the user's terminal is restored first, so whatever is
 //     printed after reads normally;
 //  2. the virtio devices, one closer each (pciSlot.close: reset through
-//     the transport, close the transport, close the backend). Before the
-//     VM, because the reset lowers the device's INTx line and the transport
-//     unregisters its ioeventfds through the VM fd; before guest RAM,
-//     because the device's goroutines use it until the reset returns;
+//     the transport, close the transport, close the backend), after the
+//     pause gate is opened: a reset waits for the device's goroutines,
+//     which a pause holds. Before the VM, because the reset lowers the
+//     device's INTx line and the transport unregisters its ioeventfds
+//     through the VM fd; before guest RAM, because the device's goroutines
+//     use it until the reset returns;
 //  3. the vCPUs, the VM and /dev/kvm;
 //  4. guest RAM, which KVM's memory slots point at until the VM is gone.
 //
@@ -167,6 +169,9 @@ func (m *Machine) Close() {
 	m.closeOnce.Do(func() {
 		if m.restoreConsole != nil {
 			m.restoreConsole()
+		}
+		if m.gate != nil {
+			m.gate.Open()
 		}
 		for i := range m.slots {
 			m.slots[i].close(m.logf)

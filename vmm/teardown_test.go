@@ -48,7 +48,7 @@ func (f *fakeDevice) WriteConfig(uint64, []byte)       {}
 func (f *fakeDevice) Activate(virtio.Activation) error { return nil }
 func (f *fakeDevice) Reset() {
 	f.resets++
-	f.ev.add("%s: device reset, RAM mapped %v", f.name, f.m.ram != nil && f.m.ram.host != nil)
+	f.ev.add("%s: device reset, RAM mapped %v, paused %v", f.name, f.m.ram != nil && f.m.ram.host != nil, f.m.gate.Closed())
 }
 
 // fakeLine is the device's INTx line.
@@ -129,11 +129,11 @@ func newTeardownMachine(t *testing.T) (*Machine, *guestmem.Memory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Machine{ram: r, done: make(chan struct{})}, r.mem
+	return &Machine{ram: r, done: make(chan struct{}), control: control{gate: virtio.NewGate()}}, r.mem
 }
 
-// TestTeardownOrder: Close restores the console first, then closes each
-// device with its one closer (reset through the transport, which lowers
+// TestTeardownOrder: Close restores the console first, then (with a pause's
+// hold released) closes each device with its one closer (reset through the transport, which lowers
 // the line; transport closed, which unregisters the ioeventfd; backend
 // closed), all while guest RAM is still mapped, and frees RAM last.
 func TestTeardownOrder(t *testing.T) {
@@ -142,6 +142,7 @@ func TestTeardownOrder(t *testing.T) {
 	m.restoreConsole = func() { ev.add("console restored") }
 	plugFake(t, m, mem, ev, "disk 0")
 	plugFake(t, m, mem, ev, "net 0")
+	m.gate.Close() // a paused VM: its devices are held
 	before := len(ev.get())
 
 	m.Close()
@@ -149,7 +150,7 @@ func TestTeardownOrder(t *testing.T) {
 	want := []string{"console restored"}
 	for _, d := range []string{"disk 0", "net 0"} {
 		want = append(want,
-			d+": device reset, RAM mapped true",
+			d+": device reset, RAM mapped true, paused false",
 			d+": line false",
 			d+": ioeventfd unregistered",
 			d+": backend closed")
