@@ -26,6 +26,9 @@
 #   govm.gw=ADDR          default route via ADDR
 #   govm.cmd=HEX          hex-encoded shell command run before the console shell
 #                         (hex because the kernel command line splits on spaces)
+#   govm.exec=HEX         `govm run --exec CMD`: run CMD (hex-encoded) instead of the
+#                         shell, write its exit status (one byte) to the debug-exit
+#                         port 0x501 through /dev/port, then reboot -f
 # Leaving the console shell ends the VM with `reboot -f` (govm: i8042 reset).
 set -eu
 
@@ -38,7 +41,7 @@ OUT=$1
 # soft dependency of ext4/jbd2 (modules.softdep), which modules.dep does not list.
 GUEST_MODULES=${GUEST_MODULES:-"virtio_ring virtio virtio_pci_legacy_dev \
 virtio_pci_modern_dev virtio_pci virtio_blk failover net_failover virtio_net \
-crc32c_generic crc16 mbcache jbd2 ext4"}
+crc32c_generic crc16 mbcache jbd2 ext4 pvpanic pvpanic_pci"}
 
 # --- Inputs -----------------------------------------------------------------------
 
@@ -173,12 +176,13 @@ while read -r m; do
 	insmod "/lib/modules/$m.ko" || echo "init: insmod $m failed"
 done </etc/govm-modules
 
-ip=; gw=; cmd=
+ip=; gw=; cmd=; exec_cmd=
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	govm.ip=*)  ip=${arg#govm.ip=} ;;
 	govm.gw=*)  gw=${arg#govm.gw=} ;;
 	govm.cmd=*) cmd=${arg#govm.cmd=} ;;
+	govm.exec=*) exec_cmd=${arg#govm.exec=} ;;
 	esac
 done
 
@@ -193,6 +197,16 @@ echo "govm guest ready"
 if [ -n "$cmd" ]; then
 	# Hex to text: "6c73" -> "\x6c\x73" -> printf.
 	sh -c "$(printf "$(echo "$cmd" | sed 's/../\\x&/g')")"
+fi
+if [ -n "$exec_cmd" ]; then
+	# govm run --exec: the command's status is govm's status. One byte to
+	# port 0x501 (/dev/port offset 1281) ends govm at once; the reboot is
+	# the fallback (govm then reports that no status arrived).
+	setsid cttyhack sh -c "$(printf "$(echo "$exec_cmd" | sed 's/../\\x&/g')")"
+	st=$?
+	echo "init: command exited with status $st"
+	printf "$(printf '\\%03o' $((st & 255)))" | dd of=/dev/port bs=1 seek=1281 count=1 conv=notrunc 2>/dev/null
+	reboot -f
 fi
 setsid cttyhack sh
 echo "init: shell exited, rebooting"

@@ -22,7 +22,8 @@ const (
 
 // StartConsole connects in (the user's stdin) to uart for `govm run`.
 //
-// When in is a terminal it is switched to raw mode, so keys such as Ctrl-C
+// When in is a terminal its input is switched to raw mode (output
+// post-processing stays on, see makeRaw), so keys such as Ctrl-C
 // reach the guest, and the escape sequences of escaper apply (Ctrl-A x
 // calls quit). When in is not a terminal (a pipe or file) its bytes are
 // passed through untouched and end of input simply stops the copy.
@@ -39,12 +40,12 @@ func StartConsole(in *os.File, uart *UART, quit func()) (restore func(), err err
 	c := &console{uart: uart, quit: quit, in: in, queue: make(chan []byte, consoleQueue)}
 	fd := int(in.Fd())
 	if term.IsTerminal(fd) {
-		old, err := term.MakeRaw(fd)
+		restoreTerm, err := makeRaw(fd)
 		if err != nil {
-			return nil, fmt.Errorf("serial: console raw mode: %w", err)
+			return nil, err
 		}
 		c.escapes = true
-		c.restoreTerm = func() { _ = term.Restore(fd, old) }
+		c.restoreTerm = restoreTerm
 	}
 	go c.feed()
 	go c.read()

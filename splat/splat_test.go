@@ -233,3 +233,27 @@ func longLine(data []byte) bool {
 	}
 	return false
 }
+
+// BenchmarkWatcher is the watcher alone on a printk-stamped boot log,
+// written a line at a time as the UART hands it over.
+func BenchmarkWatcher(b *testing.B) {
+	var lines [][]byte
+	for i := 0; i < 1000; i++ {
+		l := "[    1.234567] pci 0000:00:02.0: [1af4:1001] type 00 class 0x010000 conventional PCI endpoint\n"
+		if i%50 == 17 {
+			l = "[    1.234567] WARNING: CPU: 0 PID: 1 at drivers/base/core.c:123 device_add+0x1/0x2\n"
+		}
+		lines = append(lines, []byte(l))
+	}
+	n := 0
+	for _, l := range lines {
+		n += len(l)
+	}
+	b.SetBytes(int64(n))
+	for b.Loop() {
+		w := New(Config{ReadyMarker: "login:"})
+		for _, l := range lines {
+			w.Write(l)
+		}
+	}
+}

@@ -33,13 +33,18 @@ func (m *Machine) setupDevices() error {
 		{0x70, 2, cmos.New(m.cfg.MemSize, time.Now), "CMOS"},
 		{0x80, 1, portsink.New(0xff), "POST port"},
 	}
-	kbd := i8042.New(func() { m.Stop(Result{Status: 0, Reason: "guest reset via i8042"}) })
+	kbd := i8042.New(func() { m.Stop(Result{Status: 0, Kind: ExitReset, Reason: "guest reset via i8042"}) })
 	regs = append(regs,
 		portDev{0x60, 1, kbd.Data(), "i8042 data"},
 		portDev{0x64, 1, kbd.Command(), "i8042 command"})
 	if m.cfg.DebugExit {
 		dx := debugexit.New(func(status int) {
-			m.Stop(Result{Status: status, Reason: fmt.Sprintf("guest wrote debug-exit port, status %d", status)})
+			v := status >> 1 // debugexit gives (v<<1)|1
+			if m.cfg.ExecStatus {
+				status = v
+			}
+			m.Stop(Result{Status: status, Kind: ExitDebugExit, GuestCode: v,
+				Reason: fmt.Sprintf("guest wrote debug-exit port, status %d", status)})
 		})
 		regs = append(regs, portDev{debugExitPort, 2, dx, "debug-exit"})
 	}
@@ -56,7 +61,7 @@ func (m *Machine) setupDevices() error {
 	}
 	if m.cfg.Stdin != nil {
 		restore, err := startConsole(m.cfg.Stdin, m.uart, func() {
-			m.Stop(Result{Status: 0, Reason: "console: Ctrl-A x"})
+			m.Stop(Result{Status: 0, Kind: ExitSignal, Reason: "console: Ctrl-A x"})
 		})
 		if err != nil {
 			return err

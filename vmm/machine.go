@@ -15,6 +15,7 @@ import (
 	"github.com/govm/govm/kvm"
 	"github.com/govm/govm/layout"
 	"github.com/govm/govm/pci"
+	"github.com/govm/govm/pvpanic"
 	"github.com/govm/govm/serial"
 	virtioblk "github.com/govm/govm/virtio/blk"
 	virtionet "github.com/govm/govm/virtio/net"
@@ -30,9 +31,15 @@ type Config struct {
 	MemSize       uint64
 	CPUs          int
 	DebugExit     bool
-	Disks         []DiskConfig
-	Nets          []NetConfig
-	KVMPath       string // default /dev/kvm
+	// ExecStatus makes a debug-exit write of v end govm with status v
+	// itself (govm run --exec: the guest's init hands over a command's
+	// exit status), not QEMU's (v<<1)|1.
+	ExecStatus bool
+	// PVPanic adds a pvpanic PCI device (after the virtio devices).
+	PVPanic bool
+	Disks   []DiskConfig
+	Nets    []NetConfig
+	KVMPath string // default /dev/kvm
 	// KernelCacheDir keeps decompressed kernels between runs ("" = off);
 	// DefaultKernelCacheDir gives the usual place.
 	KernelCacheDir string
@@ -45,6 +52,11 @@ type Config struct {
 type Result struct {
 	Status int
 	Reason string
+	// Kind classifies the end for machine-readable verdicts.
+	Kind ExitKind
+	// GuestCode is the value the guest wrote to the debug-exit port, or
+	// -1 when it wrote none.
+	GuestCode int
 }
 
 // Machine is a configured, not yet running VM.
@@ -60,6 +72,7 @@ type Machine struct {
 	pci   *pci.Bus
 	slots []pciSlot
 	nets  []*virtionet.Device
+	panic *pvpanic.Device
 	disks []*virtioblk.Device
 
 	emulationOnly  bool
@@ -194,6 +207,15 @@ func (m *Machine) Close() {
 // Stop ends the VM with the given result; the first caller wins.
 func (m *Machine) Stop(r Result) {
 	m.stopOnce.Do(func() {
+		if r.Kind == "" {
+			r.Kind = ExitInternalError
+			if r.Status == 0 {
+				r.Kind = ExitReset
+			}
+		}
+		if r.GuestCode == 0 && r.Kind != ExitDebugExit {
+			r.GuestCode = -1
+		}
 		m.result = r
 		close(m.done)
 		// Device goroutines held by a pause must run to see their
@@ -222,7 +244,7 @@ func (m *Machine) Run(ctx context.Context) Result {
 	select {
 	case <-m.done:
 	case <-ctx.Done():
-		m.Stop(Result{Status: 0, Reason: "stopped: " + context.Cause(ctx).Error()})
+		m.Stop(Result{Status: 0, Kind: ExitSignal, Reason: "stopped: " + context.Cause(ctx).Error()})
 	}
 	wg.Wait()
 	m.flushConsole()

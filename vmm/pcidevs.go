@@ -93,6 +93,9 @@ func (m *Machine) setupPCI() error {
 		m.nets = append(m.nets, dev)
 		m.slots[len(m.slots)-1].net = dev
 	}
+	if m.cfg.PVPanic {
+		return m.addPVPanic()
+	}
 	return nil
 }
 

@@ -56,7 +56,7 @@ func (m *Machine) runVCPU(v *kvm.VCPU) {
 		}
 		exit, err := v.Run()
 		if err != nil {
-			m.Stop(Result{Status: 1, Reason: err.Error()}) // "KVM_RUN vcpu N: ..."
+			m.Stop(Result{Status: 1, Kind: ExitInternalError, Reason: err.Error()}) // "KVM_RUN vcpu N: ..."
 			return
 		}
 		m.countExit(v.ID(), exit)
@@ -86,15 +86,15 @@ func (m *Machine) handleExit(v *kvm.VCPU, exit kvm.Exit) (r Result, stop bool) {
 	case kvm.ExitHLT:
 		// With the in-kernel irqchip KVM handles HLT itself; an HLT exit
 		// means the vCPU halted with interrupts off: it can never wake.
-		return Result{Status: 0, Reason: fmt.Sprintf("vCPU %d halted with interrupts disabled", v.ID())}, true
+		return Result{Status: 0, Kind: ExitHalt, Reason: fmt.Sprintf("vCPU %d halted with interrupts disabled", v.ID())}, true
 	case kvm.ExitShutdown:
-		return Result{Status: 0, Reason: fmt.Sprintf("guest reset (triple fault on vCPU %d)", v.ID())}, true
+		return Result{Status: 0, Kind: ExitReset, Reason: fmt.Sprintf("guest reset (triple fault on vCPU %d)", v.ID())}, true
 	case kvm.ExitSystemEvent:
 		switch e.Type {
 		case kvm.SystemEventReset:
-			return Result{Status: 0, Reason: "guest requested reset"}, true
+			return Result{Status: 0, Kind: ExitReset, Reason: "guest requested reset"}, true
 		case kvm.SystemEventShutdown:
-			return Result{Status: 0, Reason: "guest powered off"}, true
+			return Result{Status: 0, Kind: ExitPowerOff, Reason: "guest powered off"}, true
 		default:
 			return Result{Status: 1, Reason: fmt.Sprintf("guest system event %d (crash)", e.Type)}, true
 		}

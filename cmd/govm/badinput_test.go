@@ -70,7 +70,7 @@ func TestBadInput(t *testing.T) {
 		args []string
 		want string // substring of the one stderr line
 	}{
-		{"no kernel flag", nil, []string{"run"}, "--kernel is required"},
+		{"no kernel flag", []string{"GOVM_BOOT_DIR=" + dir}, []string{"run"}, "no --kernel given and none of ./bzImage, ./arch/x86/boot/bzImage, " + dir + "/vmlinuz-"},
 		{"missing kernel", nil, []string{"run", "--kernel", filepath.Join(dir, "nope")}, "no such file"},
 		{"kernel is a directory", nil, []string{"run", "--kernel", unreadable}, "kernel"},
 		{"not a kernel", nil, []string{"run", "--kernel", notKernel}, "not a Linux kernel"},

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -33,6 +36,7 @@ type runFlags struct {
 	noDefaultParams, debugExit, stats bool
 	disks, nets                       []string
 	seccomp                           string
+	smoke                             smokeFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -57,8 +61,8 @@ func newRunCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runVM(cmd, &f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.kernel, "kernel", "", "kernel image: bzImage or ELF vmlinux (required)")
-	fl.StringVar(&f.initrd, "initrd", "", "initial ramdisk to load")
+	fl.StringVarP(&f.kernel, "kernel", "k", "", "kernel image: bzImage or ELF vmlinux (default: ./bzImage, ./arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r))")
+	fl.StringVarP(&f.initrd, "initrd", "i", "", "initial ramdisk to load")
 	fl.StringVarP(&f.params, "params", "p", "", "kernel command line, appended to govm's defaults")
 	fl.BoolVar(&f.noDefaultParams, "no-default-params", false, "do not prepend govm's default command line ("+defaultParams+")")
 	fl.StringVarP(&f.mem, "mem", "m", "512M", "guest RAM size, with K/M/G suffix (a bare number is MiB)")
@@ -67,13 +71,16 @@ func newRunCmd() *cobra.Command {
 	fl.StringVar(&f.apiSocket, "api-socket", "", "control socket PATH, or none (default "+api.Dir()+"/NAME.sock; see docs/api.md)")
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
-	fl.StringArrayVar(&f.disks, "disk", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
-	fl.StringArrayVar(&f.nets, "net", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC] or none (repeatable)")
+	fl.StringArrayVarP(&f.disks, "disk", "d", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
+	fl.StringArrayVarP(&f.nets, "net", "n", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC] or none (repeatable)")
 	fl.StringVar(&f.seccomp, "seccomp", seccompDefault(), "system call filter while the VM runs: on, off, or audit (log what the filter would refuse)")
+	addSmokeFlags(fl, &f.smoke)
 	return cmd
 }
 
 func runVM(cmd *cobra.Command, f *runFlags) error {
+	start := time.Now()
+	stderr := newMsgWriter(os.Stderr)
 	// Hidden, for performance work: GOVM_CPUPROFILE=path writes a pprof
 	// CPU profile of the whole run (go tool pprof bin/govm path).
 	if path := os.Getenv("GOVM_CPUPROFILE"); path != "" {
@@ -81,10 +88,20 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 			defer func() { pprof.StopCPUProfile(); pf.Close() }()
 		}
 	}
-	cfg, err := configFromFlags(f)
+	cfg, err := configFromFlags(f, stderr)
 	if err != nil {
 		return usageError{err}
 	}
+	// Every file and descriptor of the smoke-test features is opened
+	// here, before the VM runs.
+	sm, err := newSmoke(&f.smoke, start)
+	if err != nil {
+		return usageError{err}
+	}
+	defer sm.close()
+	console := sm.console(os.Stdout)
+	cfg.Stdout = console
+	cfg.Log = stderr
 	if term.IsTerminal(int(os.Stdin.Fd())) {
 		cfg.Stdin = os.Stdin
 	} else if st, err := os.Stdin.Stat(); err == nil && st.Mode()&(os.ModeNamedPipe|os.ModeCharDevice) != 0 {
@@ -162,23 +179,33 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 	if err := startSandbox(sbMode); err != nil {
 		return err
 	}
+	sm.run(m)
 	res := m.Run(ctx)
+	sm.stopAlarms() // no timeout or grace stop once the VM has ended
 	if f.stats {
 		printStats(m)
 	}
-	fmt.Fprintf(os.Stderr, "govm: %s\n", res.Reason)
-	if res.Status != 0 {
-		return exitError{res.Status}
-	}
-	return nil
+	return sm.finish(res, m, f.kernel, console, stderr)
 }
 
 // configFromFlags turns the flags into a vmm.Config. It checks syntax only:
 // what the values mean (a --cpus or --mem in range, a disk serial that
 // fits) is checked once, by vmm.New. Every error is bad input.
-func configFromFlags(f *runFlags) (vmm.Config, error) {
+func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 	if f.kernel == "" {
-		return vmm.Config{}, fmt.Errorf("--kernel is required: give the path of a bzImage or vmlinux, e.g. --kernel /boot/vmlinuz-$(uname -r)")
+		k, err := findKernel()
+		if err != nil {
+			return vmm.Config{}, err
+		}
+		fmt.Fprintf(stderr, "govm: no --kernel given: using %s (searched %s)\n", k, strings.Join(kernelSearchPath(), ", "))
+		f.kernel = k
+	}
+	if f.smoke.exec != "" && f.initrd == "" {
+		initrd, err := defaultGuestInitrd()
+		if err != nil {
+			return vmm.Config{}, err
+		}
+		f.initrd = initrd
 	}
 	mem, err := parseSize(f.mem)
 	if err != nil {
@@ -196,7 +223,12 @@ func configFromFlags(f *runFlags) (vmm.Config, error) {
 		// A decompressed distro kernel is kept for the next boot.
 		KernelCacheDir: vmm.DefaultKernelCacheDir(),
 		Stdout:         os.Stdout,
-		Log:            os.Stderr,
+		Log:            stderr,
+		PVPanic:        !f.smoke.noPVPanic,
+	}
+	if f.smoke.exec != "" {
+		cfg.Params = strings.TrimSpace(cfg.Params + " " + execParams(f.smoke.exec))
+		cfg.DebugExit, cfg.ExecStatus = true, true
 	}
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("guest-%d", os.Getpid())
@@ -222,7 +254,8 @@ func configFromFlags(f *runFlags) (vmm.Config, error) {
 }
 
 func printStats(m *vmm.Machine) {
+	w := newMsgWriter(os.Stderr)
 	for _, l := range m.DeviceStats() {
-		fmt.Fprintf(os.Stderr, "govm: stats: %s\n", l)
+		fmt.Fprintf(w, "govm: stats: %s\n", l)
 	}
 }

@@ -109,6 +109,12 @@ static void setup_bar0(struct pci_dev *d)
 		    cmd | PCI_COMMAND_IO | PCI_COMMAND_MASTER);
 }
 
+void pci_setup_io_bar(struct pci_dev *d)
+{
+	if (!d->io_base)
+		setup_bar0(d);
+}
+
 /* On QEMU's i440FX the PIIX3 routes INTA-D of slot s to PIRQ[(s - 1 +
  * pin - 1) & 3] (QEMU's pci_slot_get_pirq, SeaBIOS's
  * piix_pci_slot_get_irq), and PIRQRC[n] says which ISA IRQ that is. This

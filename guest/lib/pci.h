@@ -53,6 +53,11 @@ void pci_write8(int bus, int slot, int func, int reg, uint8_t v);
 int pci_scan(void);
 struct pci_dev *pci_get(int i);
 
+/* pci_setup_io_bar sizes BAR0 of a non-virtio function (pci_scan does
+ * it for virtio ones), assigns it when the firmware left it at 0, and
+ * enables I/O decoding, as pci_enable_device does for a Linux driver. */
+void pci_setup_io_bar(struct pci_dev *d);
+
 /* Linux's legacy virtio-pci match (virtio_pci_legacy_probe): vendor
  * 0x1af4, device 0x1000-0x103f, revision 0. */
 bool pci_is_virtio(const struct pci_dev *d);

@@ -11,6 +11,8 @@
  * not the VMM: the debug-exit port (0x501-0x502), the i8042 command port
  * (0x64: 0xfe is a reset), pvpanic (0x505), and the guest's own
  * interrupt controller (PICs 0x20-0x21 and 0xa0-0xa1, ELCR 0x4d0-0x4d1).
+ * The PCI pvpanic device's (1b36:0011) register window is skipped too:
+ * a write there is the guest reporting a panic, which ends the VM.
  *
  *   rude.value=N   the garbage byte (default 0xa5; a dword is 4 copies) */
 #include "blkio.h"
@@ -27,9 +29,30 @@
 
 #define CHECK_SECTORS 8
 
+/* The PCI pvpanic device's I/O window [pvpanic_lo, pvpanic_hi), if any. */
+static uint32_t pvpanic_lo, pvpanic_hi;
+
+static void find_pvpanic(int nfn)
+{
+	for (int i = 0; i < nfn; i++) {
+		struct pci_dev *d = pci_get(i);
+		uint32_t bar;
+
+		if (d->vendor != 0x1b36 || d->device != 0x0011)
+			continue;
+		bar = pci_read32(d->bus, d->slot, d->func, PCI_BAR0);
+		d->bar0 = bar; /* pci_scan reads BAR0 of virtio functions only */
+		if (bar & 1) {
+			pvpanic_lo = bar & 0xfffcu;
+			pvpanic_hi = pvpanic_lo + 4;
+		}
+	}
+}
+
 static bool skip_port(uint32_t p)
 {
-	return (p >= 0x501 && p <= 0x502) || p == 0x64 || p == 0x505 ||
+	return (p >= pvpanic_lo && p < pvpanic_hi) ||
+	       (p >= 0x501 && p <= 0x502) || p == 0x64 || p == 0x505 ||
 	       p == 0x20 || p == 0x21 || p == 0xa0 || p == 0xa1 ||
 	       p == 0x4d0 || p == 0x4d1;
 }
@@ -110,6 +133,7 @@ static void run(void)
 	 * sane: the I/O timeouts below need it. */
 	tsc_khz();
 	t0 = rdtsc();
+	find_pvpanic(nfn);
 
 	for (uint32_t p = 0; p <= 0xffff; p++) {
 		if (skip_port(p)) {
