@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/govm/govm/internal/faultfs"
+	"github.com/govm/govm/internal/guestrun"
+)
+
+// TestDiskHostEIO: the disk image sits on a FUSE file system that fails
+// every read with EIO (a dying disk, from the kernel's real error path).
+// The guest's reads end IOERR and it says so; the device goes on (GET_ID
+// afterwards works), govm logs the errors rate-limited, counts them in the
+// stats, and ends with the guest's own status, the seccomp filter on.
+func TestDiskHostEIO(t *testing.T) {
+	needKVM(t)
+	fs := faultfs.MountT(t, 16<<20)
+	img := make([]byte, 16<<20)
+	for s := range uint64(len(img) / 512) {
+		guestrun.PatternSector(img[s*512:(s+1)*512], s, 0)
+	}
+	if err := writeAll(fs.Path, img); err != nil {
+		t.Fatal(err)
+	}
+	fs.Fail(faultfs.Read, syscall.EIO)
+	o := govm(t, 120*time.Second, "run", "--kernel", testKernel, "--no-default-params", "--debug-exit",
+		"--disk", fs.Path+",serial=govm-disk0", "--stats", "-p", "test=blk-read,blk-id blk.serial=govm-disk0")
+	if o.ExitCode != 3 {
+		t.Fatalf("exit %d, want 3 (the guest saw failures)\nserial:\n%s\nstderr:\n%s", o.ExitCode, o.Serial, o.Stderr)
+	}
+	if r, ok := o.Results["blk-read"]; !ok || r.Pass || r.KV["reason"] != "io_error" {
+		t.Fatalf("blk-read: %+v, want a fail with reason=io_error\nserial:\n%s", r, o.Serial)
+	}
+	result(t, o, "blk-id") // the device still answers after the errors
+	for _, bad := range []string{"panic", "fatal error", "SIGSYS"} {
+		if strings.Contains(o.Stderr, bad) {
+			t.Fatalf("stderr has %q:\n%s", bad, o.Stderr)
+		}
+	}
+	logged := strings.Count(o.Stderr, "host I/O error: read")
+	m := regexp.MustCompile(`disk 0: host errors: read (\d+), write 0, flush 0, log lines suppressed (\d+)`).FindStringSubmatch(o.Stderr)
+	if m == nil {
+		t.Fatalf("no disk stats line:\n%s", o.Stderr)
+	}
+	reads, _ := strconv.Atoi(m[1])
+	suppressed, _ := strconv.Atoi(m[2])
+	if reads < 1 || logged < 1 || logged > 10 || logged+suppressed != reads {
+		t.Fatalf("%d read errors, %d logged, %d suppressed\n%s", reads, logged, suppressed, o.Stderr)
+	}
+	if fs.Calls(faultfs.Read) < reads {
+		t.Fatalf("govm counted %d read errors, the file system failed %d reads", reads, fs.Calls(faultfs.Read))
+	}
+}
+
+// writeAll writes b at the start of the existing file path (a FUSE file
+// of fixed size: no truncation).
+func writeAll(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
