@@ -5,8 +5,8 @@
  * they need a VMM with a tap and a host that talks to the guest.
  *
  * Knobs: net.serve_ms= (30000) net.flood=udp|icmp net.flood_count=
- * (100000) net.flood_ms= (30000) net.flood_dst= (net.peer)
- * net.flood_port= (9) net.flood_size= (UDP payload / ICMP data, 18)
+ * (100000) net.flood_ms= (30000) (a UDP "quit" also ends the flood)
+ * net.flood_dst= (net.peer) net.flood_port= (9) net.flood_size= (UDP payload / ICMP data, 18)
  * bench.ms= (2000) bench.sink_port= (5001) bench.ctl_port= (5002), plus
  * lib/net.h and lib/vnet.h ones. */
 #include "../lib/cmdline.h"
@@ -101,7 +101,11 @@ static void flood_run(void)
 	rx0 = nif->rx;
 	icmp0 = nif->icmp;
 	t0 = last_send = rdtsc();
-	while (sent < count && rdtsc() < deadline) {
+	/* "quit" from the host ends the flood early (then net-echo serves
+	 * until the next one): a soak floods for exactly as long as its
+	 * ping runs, whatever the rates. */
+	nif->quit = false;
+	while (sent < count && rdtsc() < deadline && !nif->quit) {
 		int k = 0;
 
 		/* Both directions in one loop: answer what arrived, then
@@ -165,7 +169,8 @@ static void flood_run(void)
 	       full_waits, nif->rx - rx0, nif->icmp - icmp0, size,
 	       (unsigned long long)tsc_to_us(max_stall),
 	       vnet_broken(&nif->vn) ? "broken" : sent == count ? "count" :
-	       "deadline", (unsigned long long)drain_us, undrained);
+	       nif->quit ? "quit" : "deadline", (unsigned long long)drain_us,
+	       undrained);
 	net_print_counters(nif);
 	vnet_print_features(&nif->vn);
 	report_end();
