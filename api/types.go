@@ -76,7 +76,7 @@ type QueueStats struct {
 
 	AvailIdx  uint16 `json:"avail_idx"`
 	UsedIdx   uint16 `json:"used_idx"`
-	NextAvail uint16 `json:"next_avail"` // the next avail entry the device will take
+	SeenAvail uint16 `json:"seen_avail"` // avail idx the device had consumed when it last slept
 
 	Watchdog []WatchdogEvent `json:"watchdog,omitempty"`
 }

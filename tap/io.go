@@ -218,3 +218,18 @@ func drainEventFD(fd int) {
 		}
 	}
 }
+
+// Pending reports whether a frame is waiting to be read, without reading
+// it (poll with a zero timeout): govm's watchdog asks it while the
+// guest's receive queue has no buffers, to tell RX starvation from an
+// idle link.
+func (t *Tap) Pending() bool {
+	pending := false
+	_ = t.control("poll", func(fd int) error {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		pending = err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+		return nil
+	})
+	return pending
+}

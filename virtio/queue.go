@@ -56,13 +56,14 @@ type Queue struct {
 	signalledUsed  uint16
 	signalledValid bool
 
-	gate *Gate // holds Pop while the VM is paused; kept across Reset
+	gate  *Gate  // holds Pop while the VM is paused; kept across Reset
+	watch *Watch // what the watchdog samples; kept across Reset
 }
 
 // NewQueue returns an unconfigured queue whose size is fixed at maxSize
 // (a power of 2, 1..32768).
 func NewQueue(maxSize uint16) *Queue {
-	q := &Queue{maxSize: maxSize}
+	q := &Queue{maxSize: maxSize, watch: new(Watch)}
 	q.Reset()
 	return q
 }
@@ -110,7 +111,7 @@ func (q *Queue) EventIdx() bool { return q.eventIdx }
 // Reset returns the queue to its initial, unconfigured state (spec 2.4:
 // a device reset forgets the rings and every index).
 func (q *Queue) Reset() {
-	*q = Queue{maxSize: q.maxSize, Size: q.maxSize, Index: q.Index, gate: q.gate}
+	*q = Queue{maxSize: q.maxSize, Size: q.maxSize, Index: q.Index, gate: q.gate, watch: q.watch}
 }
 
 // SetGate makes Pop wait while g is closed (nil: never). Set it before the

@@ -117,6 +117,7 @@ func (s *Server) Serve(handle Handler) error {
 			return err
 		}
 		if more {
+			s.Queue.watch.KicksSuppressed.Add(1)
 			continue
 		}
 		if !s.sleep() {
@@ -148,6 +149,12 @@ func (s *Server) drain(handle Handler) (stopped bool, err error) {
 
 // sleep waits for a kick; false means Stop closed.
 func (s *Server) sleep() bool {
+	// For the watchdog: what we have seen, then that we sleep (it
+	// judges SeenAvail only while Sleeping).
+	w := s.Queue.watch
+	w.SeenAvail.Store(uint32(s.Queue.NextAvail()))
+	w.Sleeping.Store(true)
+	defer w.Sleeping.Store(false)
 	select {
 	case <-s.Kick:
 		s.counters().Kicks.Add(1)
@@ -163,6 +170,7 @@ func (s *Server) Used(head uint16, n uint32) error {
 	if err := s.Queue.AddUsed(s.Mem, head, n); err != nil {
 		return err
 	}
+	s.Queue.watch.UsedBytes.Add(uint64(n))
 	return s.usedN(1)
 }
 
@@ -173,10 +181,14 @@ func (s *Server) UsedBatch(elems []UsedElem) error {
 	if err := s.Queue.AddUsedBatch(s.Mem, elems); err != nil {
 		return err
 	}
+	for _, e := range elems {
+		s.Queue.watch.UsedBytes.Add(uint64(e.Len))
+	}
 	return s.usedN(len(elems))
 }
 
 func (s *Server) usedN(n int) error {
+	s.Queue.watch.Used.Add(uint64(n))
 	s.pending += n
 	if s.Batch > 0 && s.pending >= s.Batch {
 		return s.Signal()
@@ -198,9 +210,15 @@ func (s *Server) Signal() error {
 	}
 	if !need {
 		s.counters().Suppressed.Add(1)
+		if s.Queue.eventIdx {
+			s.Queue.watch.SuppressedEventIdx.Add(1)
+		} else {
+			s.Queue.watch.SuppressedNoInterrupt.Add(1)
+		}
 		return nil
 	}
 	s.counters().Interrupts.Add(1)
+	s.Queue.watch.Wanted.Add(1)
 	return s.Intr.SignalUsed(s.Queue.Index)
 }
 
@@ -221,7 +239,9 @@ func (s *Server) WaitAvail(onSleep func()) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if !more {
+	if more {
+		s.Queue.watch.KicksSuppressed.Add(1)
+	} else {
 		if onSleep != nil {
 			onSleep()
 		}

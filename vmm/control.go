@@ -9,6 +9,7 @@ import (
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/kvm"
 	"github.com/govm/govm/virtio"
+	"github.com/govm/govm/watchdog"
 )
 
 // Exit reasons counted per vCPU (govm stat, /metrics), in table order.
@@ -28,6 +29,8 @@ type control struct {
 	pauseMu sync.Mutex
 	pauseCh atomic.Pointer[chan struct{}]
 	parked  chan struct{} // one send per vCPU per pause
+
+	wd atomic.Pointer[watchdog.Watchdog] // nil when off
 }
 
 func (m *Machine) initControl() {
@@ -174,14 +177,22 @@ func (m *Machine) Stats() api.Stats {
 			qs := api.QueueStats{Device: sl.what, Queue: q.Index, Name: queueName(sl, q.Index),
 				Size: q.Size, KicksPort: q.Notifies, KicksEventFD: q.EventFDs,
 				Interrupts: q.Raised, SuppressedISR: q.Coalesced,
+				SuppressedNoIntr: q.SuppressedNoInterrupt, SuppressedEventIdx: q.SuppressedEventIdx,
+				KicksSuppressed: q.KickSupprs, SeenAvail: q.SeenAvail,
+				Chains: q.Used, Bytes: q.UsedBytes,
 				InFlight: q.AvailIdx - q.UsedIdx, AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx}
+			if wd := m.wd.Load(); wd != nil {
+				for _, e := range wd.Events(sl.what, q.Index) {
+					qs.Watchdog = append(qs.Watchdog, api.WatchdogEvent{Kind: string(e.Kind), Count: e.Count, Last: e.Last})
+				}
+			}
 			if sl.net != nil {
 				ns := sl.net.Stats()
 				c := ns.RX
 				if q.Index == 1 {
 					c = ns.TX
 				}
-				qs.Chains, qs.Bytes = c.Chains, c.Bytes
+				qs.Bytes = c.Bytes // frame bytes, not used lengths
 				qs.Drops = map[string]uint64{"too_large": c.DropTooLarge, "malformed": c.DropMalformed, "backend": c.DropBackend}
 			}
 			s.Queues = append(s.Queues, qs)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/govm/govm/cpu"
 	"github.com/govm/govm/iobus"
@@ -19,6 +20,7 @@ import (
 	"github.com/govm/govm/serial"
 	virtioblk "github.com/govm/govm/virtio/blk"
 	virtionet "github.com/govm/govm/virtio/net"
+	virtiopci "github.com/govm/govm/virtio/pci"
 )
 
 // Config is one VM's configuration, already validated for syntax by the CLI.
@@ -46,6 +48,12 @@ type Config struct {
 	Stdin          *os.File  // console input; nil for none
 	Stdout         io.Writer // console output
 	Log            io.Writer // govm's own one-line messages (stderr)
+	// Watchdog is the lost-notification watchdog's T (0: off);
+	// WatchdogRecover repairs what it finds (re-kick, re-raise).
+	Watchdog        time.Duration
+	WatchdogRecover bool
+	// Faults are injected into every virtio device (watchdog tests).
+	Faults virtiopci.Faults
 }
 
 // Result says why a VM ended and what govm's exit status should be.
@@ -233,6 +241,9 @@ func (m *Machine) Run(ctx context.Context) Result {
 		m.logf("warning: %s (~2000x slower than native)", m.emulationWhy)
 	}
 	m.logf("booting %s (%s), entry %#x, %d MiB, %d vCPU", m.cfg.Kernel, m.boot.format, m.boot.entry, m.cfg.MemSize>>20, m.cfg.CPUs)
+	if stop := m.startWatchdog(); stop != nil {
+		defer stop()
+	}
 	var wg sync.WaitGroup
 	for _, v := range m.vcpus {
 		wg.Add(1)

@@ -53,8 +53,15 @@ func (s *syncBuffer) String() string {
 
 func startConsoleVM(t *testing.T, flags ...string) *consoleVM {
 	t.Helper()
-	args := append([]string{"run", "--kernel", testKernel, "--no-default-params", "--debug-exit", "-p", "test=console"}, flags...)
+	return startConsoleVMArgs(t, append([]string{"run", "--kernel", testKernel, "--no-default-params", "--debug-exit", "-p", "test=console"}, flags...))
+}
+
+// startConsoleVMArgs starts govm with args, extra environment variables
+// and a pipe on stdin.
+func startConsoleVMArgs(t *testing.T, args []string, env ...string) *consoleVM {
+	t.Helper()
 	v := &consoleVM{cmd: exec.Command(govmBin, args...), stdout: newSyncBuffer(), stderr: newSyncBuffer()}
+	v.cmd.Env = append(os.Environ(), env...)
 	v.cmd.Stdout, v.cmd.Stderr = v.stdout, v.stderr
 	in, err := v.cmd.StdinPipe()
 	if err != nil {

@@ -101,6 +101,7 @@ func bootTest(t *testing.T, cmdline string, flags ...string) *guestrun.Output {
 	if o.ExitCode != 1 {
 		t.Fatalf("exit status %d, want 1 (debug-exit value 0)\nstderr:\n%s", o.ExitCode, o.Stderr)
 	}
+	noWatchdogReports(t, o.Stderr)
 	return o
 }
 

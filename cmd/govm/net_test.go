@@ -124,6 +124,7 @@ sample:
 	if n, _ := f.Int("max_stall_us"); n >= 1000000 {
 		t.Errorf("the guest's flood stalled for %d us", n)
 	}
+	noWatchdogReports(t, o.Stderr)
 	e := result(t, o, "net-echo")
 	if e.KV["end"] != "quit" {
 		t.Errorf("net-echo end=%s, want quit", e.KV["end"])

@@ -31,7 +31,8 @@ const defaultParams = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k pa
 
 type runFlags struct {
 	kernel, initrd, params, mem, name string
-	apiSocket                         string
+	apiSocket, watchdog               string
+	watchdogRecover                   bool
 	cpus                              int
 	noDefaultParams, debugExit, stats bool
 	disks, nets                       []string
@@ -69,6 +70,8 @@ func newRunCmd() *cobra.Command {
 	fl.IntVarP(&f.cpus, "cpus", "c", 1, "number of vCPUs")
 	fl.StringVar(&f.name, "name", "", "VM name (default guest-<pid>)")
 	fl.StringVar(&f.apiSocket, "api-socket", "", "control socket PATH, or none (default "+api.Dir()+"/NAME.sock; see docs/api.md)")
+	fl.StringVar(&f.watchdog, "watchdog", "1s", "lost-notification watchdog: report a lost kick/interrupt, stuck ISR or RX starvation that lasts this long, or off")
+	fl.BoolVar(&f.watchdogRecover, "watchdog-recover", false, "when the watchdog finds a lost kick or interrupt, kick the queue or raise the interrupt again")
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
 	fl.StringArrayVarP(&f.disks, "disk", "d", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
@@ -232,6 +235,17 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = fmt.Sprintf("guest-%d", os.Getpid())
+	}
+	if f.watchdog != "off" {
+		d, err := time.ParseDuration(f.watchdog)
+		if err != nil || d <= 0 {
+			return vmm.Config{}, fmt.Errorf("--watchdog %q: want a duration such as 1s or 250ms, or off", f.watchdog)
+		}
+		cfg.Watchdog = d
+	}
+	cfg.WatchdogRecover = f.watchdogRecover
+	if cfg.Faults, err = parseFaults(os.Getenv("GOVM_FAULTS")); err != nil {
+		return vmm.Config{}, err
 	}
 	if !f.noDefaultParams {
 		cfg.DefaultParams = defaultParams

@@ -155,7 +155,12 @@ func (r *rx) needChains() (rxState, error) {
 // waitChains waits for the driver to post buffers (the ring is empty), then
 // goes to next.
 func (r *rx) waitChains(next rxState) (rxState, error) {
+	// The watchdog calls this wait RX starvation when it lasts while
+	// frames are pending in the backend.
+	w := r.Queue.Watch()
+	w.NeedBuffers.Store(true)
 	ok, err := r.WaitAvail(func() { r.c.bufferWaits.Add(1) })
+	w.NeedBuffers.Store(false)
 	if err != nil {
 		return 0, err
 	}

@@ -14,13 +14,29 @@ import "fmt"
 // SignalUsed implements Interrupt: ISR bit 0 for any queue (legacy has a
 // single ISR for all queues).
 func (d *Transport) SignalUsed(q int) error {
+	if d.faultSignal(q) {
+		return nil
+	}
+	return d.deliver(q, false)
+}
+
+// deliver sets the queue bit of the ISR for queue q and counts it as
+// delivered (raised, or coalesced into an ISR already set), which the
+// watchdog compares with what the device wanted. A late delivery (a
+// delayed fault) that a recovery already stood in for is not counted
+// twice.
+func (d *Transport) deliver(q int, recovery bool) error {
 	d.intMu.Lock()
 	defer d.intMu.Unlock()
 	if q >= 0 && q < len(d.qcounters) {
-		if d.isr != 0 {
-			d.qcounters[q].coalesced.Add(1)
-		} else {
-			d.qcounters[q].raised.Add(1)
+		c := &d.qcounters[q]
+		switch {
+		case !recovery && c.recovered.Load() > 0:
+			c.recovered.Add(^uint64(0))
+		case d.isr != 0:
+			c.coalesced.Add(1)
+		default:
+			c.raised.Add(1)
 		}
 	}
 	return d.raiseLocked(ISRQueue)

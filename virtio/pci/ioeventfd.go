@@ -133,6 +133,9 @@ func (d *Transport) eventLoop(ev *notifyEventFD, qe *queueEventFD) {
 			}
 			return
 		}
+		if d.dropKick() {
+			continue
+		}
 		d.counters.eventfds.Add(1)
 		d.qcounters[qe.queue].eventfds.Add(1)
 		d.KickQueue(qe.queue)

@@ -103,6 +103,7 @@ type Transport struct {
 
 	counters  pciCounters     // stats.go
 	qcounters []queueCounters // stats.go, one per queue
+	faults    *faultState     // faults.go; nil unless testing the watchdog
 
 	// mu guards the register state below. It is held across dev.Reset and
 	// dev.Activate, so device goroutines must never take it: they use
@@ -261,6 +262,9 @@ func (d *Transport) writeReg(off uint16, data []byte) {
 	case off == LegacyQueueNotify && len(data) == 2:
 		if int(v) >= len(d.kicks) {
 			d.logOnce(logNotifyRange, "notify of queue %d, device has %d", v, len(d.kicks))
+			return
+		}
+		if d.dropKick() {
 			return
 		}
 		d.counters.notifies.Add(1)

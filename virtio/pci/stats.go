@@ -30,6 +30,7 @@ type queueCounters struct {
 	eventfds  atomic.Uint64 // ioeventfd signals for this queue
 	raised    atomic.Uint64 // this queue's SignalUsed raised the line
 	coalesced atomic.Uint64 // this queue's SignalUsed found the ISR set
+	recovered atomic.Uint64 // watchdog re-raises standing in for a late delivery
 }
 
 // QueueStats is one virtqueue as the guest's ring shows it.
@@ -42,7 +43,22 @@ type QueueStats struct {
 
 	Notifies, EventFDs uint64 // kicks by port write and by ioeventfd
 	Raised, Coalesced  uint64 // used-buffer signals that raised the line / found the ISR set
+
+	// The rest of the ring's notification state (spec 2.7.6-2.7.10):
+	// the driver's avail flags and used_event, the device's used flags
+	// and avail_event (the event fields mean something with EventIdx).
+	AvailFlags, UsedFlags, UsedEvent, AvailEvent uint16
+	EventIdx                                     bool
+	// The device goroutine's published state (virtio.Watch).
+	Sleeping, NeedBuffers                                         bool
+	SeenAvail                                                     uint16
+	Wanted, SuppressedNoInterrupt, SuppressedEventIdx, KickSupprs uint64
+	Used, UsedBytes                                               uint64 // chains used, their used lengths
 }
+
+// Delivered is how many of the device's wanted interrupts the transport
+// delivered (raised, or coalesced into an ISR already set).
+func (q QueueStats) Delivered() uint64 { return q.Raised + q.Coalesced }
 
 // Stats is a snapshot of a device's transport counters and queues.
 type Stats struct {
@@ -92,9 +108,23 @@ func (d *Transport) Stats() Stats {
 			Notifies: c.notifies.Load(), EventFDs: c.eventfds.Load(),
 			Raised: c.raised.Load(), Coalesced: c.coalesced.Load()}
 		if qs.Enabled {
+			// Split ring layout (spec 2.7.6, 2.7.8): flags, idx, ring,
+			// then the other side's event field after the ring.
+			qs.AvailFlags, _ = d.mem.LoadUint16(q.AvailAddr)
 			qs.AvailIdx, _ = d.mem.LoadUint16(q.AvailAddr + 2)
+			qs.UsedEvent, _ = d.mem.LoadUint16(q.AvailAddr + 4 + 2*uint64(q.Size))
+			qs.UsedFlags, _ = d.mem.LoadUint16(q.UsedAddr)
 			qs.UsedIdx, _ = d.mem.LoadUint16(q.UsedAddr + 2)
+			qs.AvailEvent, _ = d.mem.LoadUint16(q.UsedAddr + 4 + 8*uint64(q.Size))
+			qs.EventIdx = q.EventIdx()
 		}
+		w := q.Watch()
+		qs.Sleeping, qs.NeedBuffers = w.Sleeping.Load(), w.NeedBuffers.Load()
+		qs.SeenAvail = uint16(w.SeenAvail.Load())
+		qs.Wanted = w.Wanted.Load()
+		qs.SuppressedNoInterrupt, qs.SuppressedEventIdx = w.SuppressedNoInterrupt.Load(), w.SuppressedEventIdx.Load()
+		qs.KickSupprs = w.KicksSuppressed.Load()
+		qs.Used, qs.UsedBytes = w.Used.Load(), w.UsedBytes.Load()
 		s.Queues = append(s.Queues, qs)
 	}
 	return s

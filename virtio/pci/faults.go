@@ -1,0 +1,82 @@
+package virtiopci
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Faults are deliberate notification losses, for proving govm's
+// lost-notification watchdog (docs/usage.md, GOVM_FAULTS). The zero value
+// injects nothing, and a transport without faults pays one pointer load
+// per signal and kick.
+type Faults struct {
+	DropInterrupt  uint64        // drop the Nth used-buffer signal of the device (1-based; 0 = none)
+	DropKick       uint64        // drop the Nth driver notification of the device (1-based; 0 = none)
+	DelayInterrupt time.Duration // raise every used-buffer interrupt this much later
+}
+
+// faultState counts towards the Nth signal and kick.
+type faultState struct {
+	Faults
+	signals, kicks atomic.Uint64
+}
+
+// SetFaults arms f. Call before the guest runs.
+func (d *Transport) SetFaults(f Faults) {
+	if f == (Faults{}) {
+		d.faults = nil
+		return
+	}
+	d.faults = &faultState{Faults: f}
+}
+
+// dropKick reports whether this kick is the one to lose.
+func (d *Transport) dropKick() bool {
+	f := d.faults
+	if f == nil || f.DropKick == 0 {
+		return false
+	}
+	if f.kicks.Add(1) == f.DropKick {
+		d.logf("%s: fault injection: dropped kick %d", d.name, f.DropKick)
+		return true
+	}
+	return false
+}
+
+// faultSignal applies the interrupt faults to a used-buffer signal of
+// queue q. It reports true when the fault took the signal over (dropped,
+// or raised later by a timer).
+func (d *Transport) faultSignal(q int) bool {
+	f := d.faults
+	if f == nil {
+		return false
+	}
+	if f.DropInterrupt != 0 && f.signals.Add(1) == f.DropInterrupt {
+		d.logf("%s: fault injection: dropped interrupt %d (queue %d)", d.name, f.DropInterrupt, q)
+		return true
+	}
+	if f.DelayInterrupt > 0 {
+		time.AfterFunc(f.DelayInterrupt, func() { _ = d.deliver(q, false) })
+		return true
+	}
+	return false
+}
+
+// Recover is the watchdog's repair (--watchdog-recover): for a lost kick
+// it kicks the queue, so the device re-checks its ring; for a lost
+// interrupt it raises the queue's interrupt again. Other kinds are the
+// driver's to fix and are left alone.
+func (d *Transport) Recover(kind string, q int) {
+	if q < 0 || q >= len(d.qcounters) {
+		return
+	}
+	switch kind {
+	case "lost_kick":
+		d.KickQueue(q)
+	case "lost_interrupt":
+		d.qcounters[q].recovered.Add(1)
+		if err := d.deliver(q, true); err != nil {
+			d.logOnce(logLineError, "%v", err)
+		}
+	}
+}

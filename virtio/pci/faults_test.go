@@ -1,0 +1,74 @@
+package virtiopci
+
+import (
+	"testing"
+	"time"
+)
+
+// TestQueueCountersAndFaults: per-queue kick and interrupt counters, the
+// Nth kick and interrupt dropped, a delayed interrupt delivered late, and
+// the watchdog's recoveries (re-kick, re-raise counted as the delivery).
+func TestQueueCountersAndFaults(t *testing.T) {
+	r := newRig(t)
+	r.d.SetFaults(Faults{DropInterrupt: 2, DropKick: 2})
+	for i := 0; i < 3; i++ {
+		r.wr(LegacyQueueNotify, 2, 1)
+		<-r.d.kicks[1]
+		if i == 0 {
+			// the second notify is dropped: nothing in the channel
+			r.wr(LegacyQueueNotify, 2, 1)
+			select {
+			case <-r.d.kicks[1]:
+				t.Fatal("kick 2 was not dropped")
+			default:
+			}
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if err := r.d.SignalUsed(1); err != nil {
+			t.Fatal(err)
+		}
+		r.rd(LegacyISR, 1)
+	}
+	s := r.d.Stats()
+	q := s.Queues[1]
+	if q.Notifies != 3 || q.Raised != 2 || q.Delivered() != 2 || s.Queues[0].Notifies != 0 {
+		t.Fatalf("queue 1: notifies %d raised %d delivered %d (queue 0 notifies %d); want 3, 2, 2, 0",
+			q.Notifies, q.Raised, q.Delivered(), s.Queues[0].Notifies)
+	}
+	// Recovery of the dropped interrupt: raised, counted as delivered.
+	r.d.Recover("lost_interrupt", 1)
+	if r.isrLevel() != ISRQueue || r.d.Stats().Queues[1].Delivered() != 3 {
+		t.Fatalf("after recovery: ISR %#x delivered %d", r.isrLevel(), r.d.Stats().Queues[1].Delivered())
+	}
+	r.checkLine(t)
+	r.d.Recover("lost_kick", 0)
+	select {
+	case <-r.d.kicks[0]:
+	default:
+		t.Fatal("lost_kick recovery did not kick the queue")
+	}
+
+	// A delayed interrupt arrives late, and counts once even when a
+	// recovery stood in for it meanwhile.
+	r2 := newRig(t)
+	r2.d.SetFaults(Faults{DelayInterrupt: 50 * time.Millisecond})
+	if err := r2.d.SignalUsed(0); err != nil {
+		t.Fatal(err)
+	}
+	if r2.isrLevel() != 0 {
+		t.Fatal("delayed interrupt raised at once")
+	}
+	r2.d.Recover("lost_interrupt", 0)
+	r2.rd(LegacyISR, 1)
+	deadline := time.Now().Add(5 * time.Second)
+	for r2.isrLevel() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r2.isrLevel() == 0 {
+		t.Fatal("the delayed interrupt never came")
+	}
+	if d := r2.d.Stats().Queues[0].Delivered(); d != 1 {
+		t.Fatalf("delivered %d after a recovery and the late delivery, want 1", d)
+	}
+}

@@ -1,0 +1,70 @@
+package vmm
+
+import (
+	"github.com/govm/govm/api"
+	"github.com/govm/govm/watchdog"
+)
+
+// startWatchdog starts the lost-notification watchdog when configured and
+// returns its stop function (nil when off).
+func (m *Machine) startWatchdog() func() {
+	if m.cfg.Watchdog <= 0 || len(m.slots) == 0 {
+		return nil
+	}
+	cfg := watchdog.Config{
+		T:      m.cfg.Watchdog,
+		Sample: m.watchSample,
+		Report: func(r watchdog.Report) { m.logf("%s", r) },
+	}
+	if m.cfg.WatchdogRecover {
+		cfg.Recover = func(r watchdog.Report) {
+			for _, sl := range m.slots {
+				if sl.what == r.Queue.Device {
+					sl.dev.Recover(string(r.Kind), r.Queue.Index)
+					m.logf("watchdog: recovering %s on %s queue %d", r.Kind, sl.what, r.Queue.Index)
+				}
+			}
+		}
+	}
+	wd := watchdog.New(cfg)
+	if err := wd.Run(); err != nil {
+		m.logf("%v; running without it", err)
+		return nil
+	}
+	m.wd.Store(wd)
+	return wd.Stop
+}
+
+// watchSample is the watchdog's view of every enabled queue. Not ok while
+// paused or stopping: a guest that cannot run cannot be blamed.
+func (m *Machine) watchSample(dst []watchdog.Queue) ([]watchdog.Queue, bool) {
+	if m.State() != api.StateRunning {
+		return dst, false
+	}
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.closed {
+		return dst, false
+	}
+	for _, sl := range m.slots {
+		ts := sl.dev.Stats()
+		for _, q := range ts.Queues {
+			if !q.Enabled {
+				continue
+			}
+			wq := watchdog.Queue{Device: sl.what, Index: q.Index, Name: queueName(sl, q.Index),
+				AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx, AvailFlags: q.AvailFlags, UsedFlags: q.UsedFlags,
+				UsedEvent: q.UsedEvent, AvailEvent: q.AvailEvent, EventIdx: q.EventIdx,
+				Sleeping: q.Sleeping, NeedBuffers: q.NeedBuffers, SeenAvail: q.SeenAvail,
+				Wanted: q.Wanted, Delivered: q.Delivered(), ISR: ts.ISR, ISRReads: ts.ISRReads,
+				KicksPort: q.Notifies, KicksEvents: q.EventFDs}
+			if q.NeedBuffers {
+				if p, ok := sl.backend.(interface{ Pending() bool }); ok {
+					wq.RXPending = p.Pending()
+				}
+			}
+			dst = append(dst, wq)
+		}
+	}
+	return dst, true
+}
