@@ -138,6 +138,7 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 			ln.Close()
 			_ = os.Remove(sockPath)
 		}
+		sm.setupFailed(err, exitStatus(err, true))
 		return err
 	}
 	if ln == nil {

@@ -230,6 +230,21 @@ func (s *smoke) finish(res vmm.Result, m *vmm.Machine, kernel string, console *t
 	return nil
 }
 
+// setupFailed writes the --result verdict of a VM that could not be
+// created, so a CI job always finds one: exit_reason "setup", the status
+// govm exits with, and the error as the reason.
+func (s *smoke) setupFailed(err error, status int) {
+	if s.result == nil {
+		return
+	}
+	v := verdict{Version: verdictVersion, ExitReason: "setup", Status: status, Reason: oneLine(err.Error()),
+		Splats: []splat.Splat{}, SplatCounts: map[string]int{}, FailOn: []string{}, PhasesMS: map[string]float64{}}
+	if s.f.exec != "" {
+		v.Exec = &s.f.exec
+	}
+	_ = s.writeResult(v)
+}
+
 // close stops the alarms and closes the files. Idempotent.
 func (s *smoke) close() {
 	s.stopAlarms()

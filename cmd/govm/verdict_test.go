@@ -104,3 +104,19 @@ func TestConsoleLogClosedStdout(t *testing.T) {
 		t.Fatalf("console log:\n%s", b)
 	}
 }
+
+// TestVerdictSetupFailure: a VM that cannot be created still leaves a
+// verdict for the CI job to archive.
+func TestVerdictSetupFailure(t *testing.T) {
+	needKVM(t)
+	dir := t.TempDir()
+	notKernel, res := filepath.Join(dir, "not-a-kernel"), filepath.Join(dir, "r.json")
+	if err := os.WriteFile(notKernel, []byte("just text, no boot header\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := runSmoke(t, "", "run", "-k", notKernel, "--result", res)
+	v := readVerdict(t, res)
+	if o.status != 2 || v.ExitReason != "setup" || v.Status != 2 || !strings.Contains(lastLine(o.stderr), v.Reason) {
+		t.Fatalf("status %d, verdict %+v, stderr %q", o.status, v, o.stderr)
+	}
+}
