@@ -42,13 +42,24 @@ static bool serve(struct netif *nif, uint64_t deadline)
 static void echo_run(void)
 {
 	struct netif *nif = net_get("net-echo");
-	uint64_t ms, t0;
+	uint64_t ms, t0, stall;
 	bool ok;
 
 	if (!nif)
 		return;
 	ms = (uint64_t)cmdline_get_int("net.serve_ms", 30000);
 	nif->quit = false;
+	/* net.stall_ms: a driver-side stall for govm's watchdog test. The
+	 * driver posted its RX buffers at init and now neither polls nor
+	 * refills for this long: frames from the host fill the buffers and
+	 * then wait in the tap (RX starvation), lost nothing. */
+	stall = (uint64_t)cmdline_get_int("net.stall_ms", 0);
+	if (stall) {
+		uint64_t end = tsc_after(stall);
+
+		while (rdtsc() < end)
+			cpu_relax();
+	}
 	t0 = rdtsc();
 	ok = serve(nif, tsc_after(ms));
 	report_begin("net-echo", ok && vnet_ok(&nif->vn));
