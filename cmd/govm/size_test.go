@@ -46,7 +46,9 @@ func TestParseDisk(t *testing.T) {
 	if err != nil || d.Path != "a.img" || !d.ReadOnly || d.Serial != "ABC" {
 		t.Fatalf("parseDisk = %+v, %v", d, err)
 	}
-	for _, bad := range []string{"", ",ro", "a.img,foo", "a.img,serial=" + strings.Repeat("x", 21)} {
+	// A serial's length is checked once, by vmm's Config check
+	// (vmm TestConfigCheck, e2e TestBadInput "disk serial too long").
+	for _, bad := range []string{"", ",ro", "a.img,foo"} {
 		if _, err := parseDisk(bad); err == nil {
 			t.Errorf("parseDisk(%q) succeeded", bad)
 		}
