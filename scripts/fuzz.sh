@@ -17,14 +17,15 @@
 # finding; a failing input the fuzzer wrote always fails the run.
 #
 # FUZZ_ONLY=regexp limits the targets (matched against "pkg Target");
-# FUZZ_PARALLEL=N sets go test -parallel (fuzz workers; default GOMAXPROCS).
+# FUZZ_PARALLEL=N sets go test -parallel (fuzz workers; default GOMAXPROCS);
+# FUZZ_OUT=file is where the summary goes (default build/fuzz-MODE.txt).
 set -eu
 mode=${1:-short}
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 execs=${FUZZ_EXECS:-20000}
 dur=${FUZZ_TIME:-10m}
-out=build/fuzz-$mode.txt
+out=${FUZZ_OUT:-build/fuzz-$mode.txt}
 mkdir -p build
 : >"$out"
 
