@@ -31,7 +31,7 @@ type ram struct {
 // host's physical memory.
 func checkMemSize(size uint64) error {
 	if size < minMemSize {
-		return fmt.Errorf("%w: %d MiB is too small; use --mem 64M or more", ErrMemSize, size>>20)
+		return fmt.Errorf("%w: %d MiB is too small; use --mem %dM or more", ErrMemSize, size>>20, minMemSize>>20)
 	}
 	if size%(2<<20) != 0 {
 		return fmt.Errorf("%w: %d bytes is not a multiple of 2 MiB; use e.g. --mem %dM", ErrMemSize, size, (size>>20)+1)

@@ -3,6 +3,7 @@ package vmm
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,6 +95,30 @@ func TestCheckMemSize(t *testing.T) {
 		if err != nil && !errors.Is(err, ErrMemSize) {
 			t.Errorf("checkMemSize(%d): %v is not ErrMemSize", c.size, err)
 		}
+	}
+}
+
+// TestMemSizeAdvice: the size a too-small --mem error advises is the
+// smallest one checkMemSize accepts (the message once said 64M while 16M
+// was the limit).
+func TestMemSizeAdvice(t *testing.T) {
+	err := checkMemSize(1 << 20)
+	if err == nil {
+		t.Fatal("checkMemSize(1 MiB) accepted")
+	}
+	var mib uint64
+	i := strings.Index(err.Error(), "use --mem ")
+	if i < 0 {
+		t.Fatalf("%q: no --mem advice", err)
+	}
+	if _, serr := fmt.Sscanf(err.Error()[i:], "use --mem %dM or more", &mib); serr != nil {
+		t.Fatalf("%q: no \"use --mem NM or more\" advice: %v", err, serr)
+	}
+	if err := checkMemSize(mib << 20); err != nil {
+		t.Errorf("advised --mem %dM is refused: %v", mib, err)
+	}
+	if err := checkMemSize((mib - 2) << 20); err == nil {
+		t.Errorf("advised --mem %dM is not the minimum: %dM is accepted too", mib, mib-2)
 	}
 }
 

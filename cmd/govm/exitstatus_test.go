@@ -80,7 +80,7 @@ func TestExitStatus(t *testing.T) {
 		{name: "bad input: unknown command", row: "2", args: []string{"bogus"},
 			status: 2, alone: true, last: `govm: unknown command "bogus" for "govm"`},
 		{name: "bad input: --mem too small", row: "2", args: run("-m", "8M"),
-			status: 2, alone: true, last: "govm: vmm: bad memory size: 8 MiB is too small; use --mem 64M or more"},
+			status: 2, alone: true, last: "govm: vmm: bad memory size: 8 MiB is too small; use --mem 16M or more"},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
