@@ -3,7 +3,8 @@ package api
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/VictoriaMetrics/metrics"
 )
@@ -32,7 +33,7 @@ func WriteMetrics(w io.Writer, s Stats) {
 		c("govm_queue_chains_total"+l, q.Chains)
 		c("govm_queue_bytes_total"+l, q.Bytes)
 		g("govm_queue_in_flight"+l, float64(q.InFlight))
-		for _, r := range sortedKeys(q.Drops) {
+		for _, r := range slices.Sorted(maps.Keys(q.Drops)) {
 			c("govm_queue_drops_total"+withLabel(l, "reason", r), q.Drops[r])
 		}
 		for _, e := range q.Watchdog {
@@ -45,7 +46,7 @@ func WriteMetrics(w io.Writer, s Stats) {
 		c("govm_device_guest_errors_total"+l, d.GuestErrors)
 	}
 	for _, v := range s.VCPUs {
-		for _, r := range sortedKeys(v.Exits) {
+		for _, r := range slices.Sorted(maps.Keys(v.Exits)) {
 			c(fmt.Sprintf(`govm_vcpu_exits_total{vm=%q,vcpu="%d",reason=%q}`, s.Name, v.ID, r), v.Exits[r])
 		}
 	}
@@ -55,13 +56,4 @@ func WriteMetrics(w io.Writer, s Stats) {
 // withLabel adds name="value" to a label set "{...}".
 func withLabel(l, name, value string) string {
 	return fmt.Sprintf("%s,%s=%q}", l[:len(l)-1], name, value)
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	sort.Strings(k)
-	return k
 }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -141,7 +143,7 @@ func drops(m map[string]uint64) string {
 		return "-"
 	}
 	var parts []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, ",")
@@ -156,15 +158,6 @@ func watchdogCol(evs []api.WatchdogEvent) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", e.Kind, e.Count))
 	}
 	return strings.Join(parts, ",")
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	sort.Strings(k)
-	return k
 }
 
 func trunc(s string, n int) string {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -126,7 +126,7 @@ func SelectGroups(entries []TableEntry, groups []string) ([]TableEntry, error) {
 	}
 	for _, g := range groups {
 		if !known[g] {
-			return nil, fmt.Errorf("%w: no entry is in group %q (groups: %s)", ErrTable, g, strings.Join(sortedKeys(known), " "))
+			return nil, fmt.Errorf("%w: no entry is in group %q (groups: %s)", ErrTable, g, strings.Join(slices.Sorted(maps.Keys(known)), " "))
 		}
 	}
 	var out []TableEntry
@@ -140,13 +140,4 @@ func SelectGroups(entries []TableEntry, groups []string) ([]TableEntry, error) {
 		}
 	}
 	return out, nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
