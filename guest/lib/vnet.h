@@ -51,6 +51,8 @@ struct virtio_net_hdr {
 #define VNET_MAX_FRAME 1514 /* Ethernet header + MTU, no FCS */
 #define VNET_BUF_SIZE 2048  /* one TX slot or default RX buffer */
 
+#define VNET_REASM_MAX 65536 /* largest merged frame reassembled */
+
 #define VNET_NAPI_SCHED 1u  /* a poll is scheduled: CPL3 owns the RX ring */
 #define VNET_NAPI_MISSED 2u /* an interrupt came while it was */
 
@@ -171,5 +173,10 @@ bool vnet_link_up(struct vnet *n);
  * the CPL0 handler) and the driver's own. */
 void vnet_print_counters(struct vnet *n);
 void vnet_print_features(struct vnet *n);
+
+/* Between vnet.c and vnet_rx.c: vnet_rx_post posts one receive buffer
+ * (0, or -1 when the ring is full); vnet_irq_hook is the CPL0 hook. */
+int vnet_rx_post(struct vnet *n, uint8_t *buf);
+void vnet_irq_hook(struct virtio_dev *d, uint8_t isr);
 
 #endif
