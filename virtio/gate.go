@@ -60,3 +60,9 @@ func (g *Gate) wait() {
 	g.mu.Unlock()
 	<-ch
 }
+
+// Hold waits while the queue's gate is closed (the VM is paused). Pop
+// calls it; so does the serve loop before it publishes a used chain, and
+// virtio-net RX before it takes a frame from the backend into a chain it
+// already holds: a paused VM's rings do not change.
+func (q *Queue) Hold() { q.gate.wait() }

@@ -43,3 +43,27 @@ func TestGateHoldsPop(t *testing.T) {
 		t.Fatalf("Pop after Open: head %d, want %d", h, head)
 	}
 }
+
+// TestGateHoldsUsed: a chain taken before the pause is not published
+// while paused: Server.Used waits for the gate.
+func TestGateHoldsUsed(t *testing.T) {
+	r := virtiotest.New(t, 64<<10, 8)
+	r.AddChain(nil, []int{1})
+	g := virtio.NewGate()
+	r.Queue.SetGate(g)
+	c, err := r.Queue.Pop(r.Mem)
+	if err != nil || c == nil {
+		t.Fatalf("Pop = %v, %v", c, err)
+	}
+	g.Close()
+	srv := &virtio.Server{Mem: r.Mem, Queue: r.Queue, Intr: virtiotest.NewRecordingInterrupt()}
+	done := make(chan error, 1)
+	go func() { done <- srv.Used(c.Head, 1) }()
+	if r.WaitUsedIdx(1, 50*time.Millisecond) {
+		t.Fatal("used idx published while paused")
+	}
+	g.Open()
+	if err := <-done; err != nil || !r.WaitUsedIdx(1, 5*time.Second) {
+		t.Fatalf("after Open: %v, used idx %d", err, r.UsedIdx())
+	}
+}

@@ -42,7 +42,7 @@ func readDesc(mem *guestmem.Memory, gpa uint64) (desc, error) {
 func (q *Queue) Pop(mem *guestmem.Memory) (*Chain, error) {
 	// A paused VM's device takes nothing from the ring (govm pause);
 	// whoever pauses opens the gate again before resetting the device.
-	q.gate.wait()
+	q.Hold()
 	if !q.Ready {
 		return nil, ErrQueueNotReady
 	}

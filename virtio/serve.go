@@ -167,6 +167,7 @@ func (s *Server) sleep() bool {
 // Used returns one chain to the driver (AddUsed) and makes the interrupt
 // decision when Batch chains have been used since the last one.
 func (s *Server) Used(head uint16, n uint32) error {
+	s.Queue.Hold() // paused: publish nothing until resumed
 	if err := s.Queue.AddUsed(s.Mem, head, n); err != nil {
 		return err
 	}
@@ -178,6 +179,7 @@ func (s *Server) Used(head uint16, n uint32) error {
 // publication (Queue.AddUsedBatch): for the buffers of one merged virtio-net
 // frame, which the driver must see all together (spec 5.1.6.4).
 func (s *Server) UsedBatch(elems []UsedElem) error {
+	s.Queue.Hold()
 	if err := s.Queue.AddUsedBatch(s.Mem, elems); err != nil {
 		return err
 	}

@@ -184,6 +184,8 @@ func (r *rx) pop() (bool, error) {
 
 // readFrame reads one frame from the backend, or waits for one.
 func (r *rx) readFrame() (rxState, error) {
+	// Paused: the frame stays in the backend, not in a guest buffer.
+	r.Queue.Hold()
 	n, err := r.be.TryReadv(r.iov[:])
 	switch {
 	case err == nil:
