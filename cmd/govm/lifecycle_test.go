@@ -3,7 +3,6 @@ package main
 // How a VM ends: guest reset through the i8042, a signal, console input.
 
 import (
-	"bytes"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -45,24 +44,6 @@ func TestEndByTripleFault(t *testing.T) {
 	}
 }
 
-// startConsole starts govm on the test kernel's interactive console with a
-// pipe on stdin.
-func startConsole(t *testing.T) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, func(string)) {
-	t.Helper()
-	cmd := exec.Command(govmBin, "run", "--kernel", testKernel, "--no-default-params", "--debug-exit", "-p", "test=console")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd, &stdout, &stderr, func(s string) { _, _ = in.Write([]byte(s)) }
-}
-
 func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
 	t.Helper()
 	done := make(chan error, 1)
@@ -81,16 +62,16 @@ func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
 // RDA) and the guest's echo comes back on stdout; "quit" ends the VM.
 func TestConsoleInput(t *testing.T) {
 	needKVM(t)
-	cmd, stdout, stderr, send := startConsole(t)
+	v := startConsoleVM(t)
 	time.Sleep(500 * time.Millisecond)
-	send("hello govm\r")
+	_, _ = v.in.Write([]byte("hello govm\r"))
 	time.Sleep(500 * time.Millisecond)
-	send("quit\r")
-	if st := waitExit(t, cmd, 30*time.Second); st != 1 {
-		t.Fatalf("exit %d, want 1 (debug-exit 0)\nstdout:\n%s\nstderr:\n%s", st, stdout, stderr)
+	_, _ = v.in.Write([]byte("quit\r"))
+	if st := waitExit(t, v.cmd, 30*time.Second); st != 1 {
+		t.Fatalf("exit %d, want 1 (debug-exit 0)\nstdout:\n%s\nstderr:\n%s", st, v.stdout, v.stderr)
 	}
-	if !strings.Contains(stdout.String(), "hello govm") {
-		t.Fatalf("the guest did not echo the input:\n%s", stdout)
+	if !strings.Contains(v.stdout.String(), "hello govm") {
+		t.Fatalf("the guest did not echo the input:\n%s", v.stdout)
 	}
 }
 
@@ -99,16 +80,16 @@ func TestConsoleInput(t *testing.T) {
 func TestStopBySignal(t *testing.T) {
 	needKVM(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		cmd, _, stderr, _ := startConsole(t)
+		v := startConsoleVM(t)
 		time.Sleep(500 * time.Millisecond)
-		if err := cmd.Process.Signal(sig); err != nil {
+		if err := v.cmd.Process.Signal(sig); err != nil {
 			t.Fatal(err)
 		}
-		if st := waitExit(t, cmd, 10*time.Second); st != 0 {
-			t.Fatalf("%v: exit %d, want 0\n%s", sig, st, stderr)
+		if st := waitExit(t, v.cmd, 10*time.Second); st != 0 {
+			t.Fatalf("%v: exit %d, want 0\n%s", sig, st, v.stderr)
 		}
-		if !strings.Contains(stderr.String(), "govm: stopped") {
-			t.Fatalf("%v: no reason line:\n%s", sig, stderr)
+		if !strings.Contains(v.stderr.String(), "govm: stopped") {
+			t.Fatalf("%v: no reason line:\n%s", sig, v.stderr)
 		}
 	}
 }

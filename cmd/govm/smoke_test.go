@@ -28,12 +28,21 @@ type smokeOut struct {
 // from /dev/null, as CI does, and a generous limit for loaded hosts.
 func runSmoke(t *testing.T, dir string, args ...string) smokeOut {
 	t.Helper()
+	return runSmokeTo(t, dir, nil, args...)
+}
+
+// runSmokeTo is runSmoke with govm's stdout on f (captured when f is nil).
+func runSmokeTo(t *testing.T, dir string, f *os.File, args ...string) smokeOut {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, govmBin, args...)
 	cmd.Dir = dir
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
+	if f != nil {
+		cmd.Stdout = f
+	}
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("govm %v did not end within 180s\nstdout:\n%s\nstderr:\n%s", args, o.String(), e.String())

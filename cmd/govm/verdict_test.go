@@ -92,10 +92,7 @@ func TestConsoleLogClosedStdout(t *testing.T) {
 	}
 	r.Close() // every write to stdout fails with EPIPE
 	defer w.Close()
-	out, err := runWithStdout(w, smokeArgs("test=panic", "--console-log", log)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := runSmokeTo(t, "", w, smokeArgs("test=panic", "--console-log", log)...)
 	if out.status != statusPanic {
 		t.Fatalf("status %d, want %d (the watcher must see the console without stdout)\nstderr:\n%s", out.status, statusPanic, out.stderr)
 	}
