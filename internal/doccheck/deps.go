@@ -1,7 +1,8 @@
 // Package doccheck keeps docs/ true to the code. Its tests compare the
 // package dependency block in docs/architecture.md with what `go list`
 // reports, so a new import or a new package that the document does not show
-// fails `make test` with the exact line to add.
+// fails `make test` with the exact line to add; and they check that
+// README.md's Layout table names every package.
 //
 // The block is a fenced code block whose info string is "deps". Each line is
 // one of
