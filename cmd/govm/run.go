@@ -66,7 +66,7 @@ func newRunCmd() *cobra.Command {
 	fl.StringVarP(&f.initrd, "initrd", "i", "", "initial ramdisk to load")
 	fl.StringVarP(&f.params, "params", "p", "", "kernel command line, appended to govm's defaults")
 	fl.BoolVar(&f.noDefaultParams, "no-default-params", false, "do not prepend govm's default command line ("+defaultParams+")")
-	fl.StringVarP(&f.mem, "mem", "m", "512M", "guest RAM size, with K/M/G suffix (a bare number is MiB)")
+	fl.StringVarP(&f.mem, "mem", "m", "512M", "guest RAM size, with K/M/G/T suffix (a bare number is MiB)")
 	fl.IntVarP(&f.cpus, "cpus", "c", 1, "number of vCPUs")
 	fl.StringVar(&f.name, "name", "", "VM name (default guest-<pid>)")
 	fl.StringVar(&f.apiSocket, "api-socket", "", "control socket PATH, or none (default "+api.Dir()+"/NAME.sock; see docs/api.md)")

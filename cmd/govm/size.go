@@ -27,7 +27,7 @@ func parseSize(s string) (uint64, error) {
 	}
 	v, err := strconv.ParseUint(t, 10, 64)
 	if err != nil || t == "" {
-		return 0, fmt.Errorf("size %q is not a number with an optional K/M/G suffix (e.g. 512M, 2G)", s)
+		return 0, fmt.Errorf("size %q is not a number with an optional K/M/G/T suffix (e.g. 512M, 2G)", s)
 	}
 	if v == 0 {
 		return 0, fmt.Errorf("size %q must be more than zero (e.g. 512M)", s)
