@@ -383,3 +383,49 @@ func TestPauseHoldsDevices(t *testing.T) {
 	}
 	noWatchdogReports(t, o.Stderr)
 }
+
+// TestAPISocketUnusableDefault: when the default socket directory cannot
+// be made (here: a non-root user whose XDG_RUNTIME_DIR is read-only), the
+// VM still runs, with one warning; an explicit --api-socket there is bad
+// input. Runs govm as nobody in the kvm group (needs root to switch).
+func TestAPISocketUnusableDefault(t *testing.T) {
+	needKVM(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run govm as nobody")
+	}
+	st, err := os.Stat("/dev/kvm")
+	if err != nil {
+		t.Skip(err)
+	}
+	kvmGID := st.Sys().(*syscall.Stat_t).Gid
+	dir := shortTemp(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to string }{{govmBin, "govm"}, {testKernel, "bzImage"}} {
+		b, err := os.ReadFile(c.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.to), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(extra ...string) (string, int) {
+		args := append([]string{"run", "--kernel", filepath.Join(dir, "bzImage"), "--no-default-params", "--debug-exit",
+			"-p", "test=boot"}, extra...)
+		cmd := exec.Command(filepath.Join(dir, "govm"), args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "XDG_RUNTIME_DIR=/proc/govm-no-such-dir", "GOVM_CACHE_DIR=off"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{kvmGID}}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		_ = cmd.Run()
+		return stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	stderr, status := run()
+	if status != 1 || strings.Count(stderr, "govm: warning: no API socket") != 1 {
+		t.Fatalf("default socket unusable: exit %d, want 1 (the guest passed) with one warning\n%s", status, stderr)
+	}
+	stderr, status = run("--api-socket", "/proc/govm-no-such-dir/vm.sock")
+	wantOneLine(t, "explicit unusable --api-socket", stderr, status, "--api-socket")
+}

@@ -125,10 +125,16 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 	var ln *net.UnixListener
 	if sockPath != "" {
 		if ln, err = api.Listen(sockPath); err != nil {
-			if errors.Is(err, api.ErrInUse) {
+			switch {
+			case errors.Is(err, api.ErrInUse):
 				return usageError{fmt.Errorf("a VM named %q is already running (%s); choose another --name", cfg.Name, sockPath)}
+			case f.apiSocket != "":
+				return usageError{fmt.Errorf("--api-socket: %w", err)}
 			}
-			return usageError{fmt.Errorf("--api-socket: %w", err)}
+			// The default place is not usable here (a read-only /run
+			// in a container): the VM runs, only without its API.
+			fmt.Fprintf(os.Stderr, "govm: warning: no API socket (%v); govm list/stat/pause/stop will not see this VM (--api-socket PATH picks another place)\n", oneLine(err.Error()))
+			ln = nil
 		}
 	}
 
