@@ -10,17 +10,23 @@ import (
 // ifNameMax is IFNAMSIZ-1: the kernel's limit on interface names.
 const ifNameMax = 15
 
-// NameForVM is the name of the tap govm creates for a VM: "govm-" and the
-// VM name with characters the kernel rejects replaced, cut to 15 bytes.
-// Without a VM name the kernel picks a free "govmN".
-func NameForVM(vm string) string {
+// NameForVM is the name of the tap govm creates for a VM's NIC nic
+// (counting from 0): "govm-" and the VM name with characters the kernel
+// rejects replaced, cut to 15 bytes; NICs after the first add "-N", kept
+// whole by cutting the name before it, so the taps of one VM never share a
+// name. Without a VM name the kernel picks a free "govmN".
+func NameForVM(vm string, nic int) string {
 	if vm == "" {
 		return "govm%d"
+	}
+	suffix := ""
+	if nic > 0 {
+		suffix = fmt.Sprintf("-%d", nic)
 	}
 	var b strings.Builder
 	b.WriteString("govm-")
 	for _, r := range vm {
-		if b.Len() >= ifNameMax {
+		if b.Len() >= ifNameMax-len(suffix) {
 			break
 		}
 		if r > ' ' && r < 0x7f && r != '/' && r != ':' {
@@ -29,7 +35,7 @@ func NameForVM(vm string) string {
 			b.WriteByte('_')
 		}
 	}
-	return b.String()
+	return b.String() + suffix
 }
 
 // ValidName checks an interface name the way the kernel's dev_valid_name

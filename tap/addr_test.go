@@ -69,21 +69,29 @@ func TestParseHostIP(t *testing.T) {
 }
 
 func TestNameForVM(t *testing.T) {
-	tests := []struct{ vm, want string }{
-		{"", "govm%d"},
-		{"web", "govm-web"},
-		{"a/b:c d", "govm-a_b_c_d"},
-		{"averyveryverylongname", "govm-averyveryv"},
-		{"héllo", "govm-h_llo"},
+	tests := []struct {
+		vm   string
+		nic  int
+		want string
+	}{
+		{"", 0, "govm%d"},
+		{"", 1, "govm%d"},
+		{"web", 0, "govm-web"},
+		{"web", 1, "govm-web-1"},
+		{"a/b:c d", 0, "govm-a_b_c_d"},
+		{"averyveryverylongname", 0, "govm-averyveryv"},
+		{"averyveryverylongname", 1, "govm-averyver-1"},
+		{"averyveryverylongname", 12, "govm-averyve-12"},
+		{"héllo", 0, "govm-h_llo"},
 	}
 	for _, tt := range tests {
-		got := NameForVM(tt.vm)
+		got := NameForVM(tt.vm, tt.nic)
 		if got != tt.want {
-			t.Errorf("NameForVM(%q) = %q, want %q", tt.vm, got, tt.want)
+			t.Errorf("NameForVM(%q, %d) = %q, want %q", tt.vm, tt.nic, got, tt.want)
 		}
 		if tt.vm != "" {
 			if err := ValidName(got); err != nil {
-				t.Errorf("NameForVM(%q) = %q is not valid: %v", tt.vm, got, err)
+				t.Errorf("NameForVM(%q, %d) = %q is not valid: %v", tt.vm, tt.nic, got, err)
 			}
 		}
 	}

@@ -50,10 +50,12 @@ const tunPath = "/dev/net/tun"
 // Config says which tap to open and how to set it up.
 type Config struct {
 	// Name of an existing (persistent) or new tap. Empty: govm creates one
-	// named after the VM ("govm-" + VMName) and deletes it on Close.
+	// named after the VM (NameForVM(VMName, NIC)) and deletes it on Close.
 	Name string
-	// VMName names the created tap when Name is empty.
+	// VMName and NIC (which of the VM's network devices, from 0) name the
+	// created tap when Name is empty.
 	VMName string
+	NIC    int
 	// HostIP, "ADDR/PREFIX", is assigned to the host side of the tap (and
 	// the link brought up) through netlink. Optional.
 	HostIP string
@@ -90,7 +92,7 @@ func Open(cfg Config) (*Tap, error) {
 	name := cfg.Name
 	create := name == ""
 	if create {
-		name = NameForVM(cfg.VMName)
+		name = NameForVM(cfg.VMName, cfg.NIC)
 	}
 	if err := ValidName(name); err != nil {
 		return nil, err

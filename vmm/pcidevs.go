@@ -74,7 +74,7 @@ func (m *Machine) setupPCI() error {
 		if n.Mode == NetNone {
 			continue
 		}
-		t, err := tap.Open(tap.Config{Name: n.IfName, VMName: m.cfg.Name, HostIP: n.HostIP, VnetHdr: true})
+		t, err := tap.Open(tap.Config{Name: n.IfName, VMName: m.cfg.Name, NIC: i, HostIP: n.HostIP, VnetHdr: true})
 		if err != nil {
 			return inputErrorf("--net: %w", err)
 		}
