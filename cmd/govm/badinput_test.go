@@ -143,15 +143,8 @@ func TestBadInputKVMPermission(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ from, to string }{{govmBin, "govm"}, {testKernel, "bzImage"}} {
-		b, err := os.ReadFile(c.from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, c.to), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyFile(t, govmBin, filepath.Join(dir, "govm"), 0o755)
+	copyFile(t, testKernel, filepath.Join(dir, "bzImage"), 0o644)
 	cmd := exec.Command(filepath.Join(dir, "govm"), "run", "--kernel", filepath.Join(dir, "bzImage"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	var stdout, stderr strings.Builder

@@ -402,15 +402,8 @@ func TestAPISocketUnusableDefault(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ from, to string }{{govmBin, "govm"}, {testKernel, "bzImage"}} {
-		b, err := os.ReadFile(c.from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, c.to), b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyFile(t, govmBin, filepath.Join(dir, "govm"), 0o755)
+	copyFile(t, testKernel, filepath.Join(dir, "bzImage"), 0o644)
 	run := func(extra ...string) (string, int) {
 		args := append([]string{"run", "--kernel", filepath.Join(dir, "bzImage"), "--no-default-params", "--debug-exit",
 			"-p", "test=boot"}, extra...)

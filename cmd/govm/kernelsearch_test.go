@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-func copyFile(t *testing.T, src, dst string) {
+// copyFile copies src to dst (making its directory) with mode.
+func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -16,7 +17,7 @@ func copyFile(t *testing.T, src, dst string) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
+	if err := os.WriteFile(dst, b, mode); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -28,7 +29,7 @@ func copyFile(t *testing.T, src, dst string) {
 func TestKernelSearchAndShortFlags(t *testing.T) {
 	needKVM(t)
 	dir := t.TempDir()
-	copyFile(t, testKernel, filepath.Join(dir, "arch", "x86", "boot", "bzImage"))
+	copyFile(t, testKernel, filepath.Join(dir, "arch", "x86", "boot", "bzImage"), 0o644)
 	if err := os.WriteFile(filepath.Join(dir, "initrd"), []byte("initrd for the boot test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestKernelSearchAndShortFlags(t *testing.T) {
 	if !strings.Contains(o.stderr, "virtio") && !strings.Contains(o.stdout, "RESULT") {
 		t.Fatalf("no disk")
 	}
-	copyFile(t, testKernel, filepath.Join(dir, "bzImage"))
+	copyFile(t, testKernel, filepath.Join(dir, "bzImage"), 0o644)
 	o = runSmoke(t, dir, args...)
 	if o.status != 1 || !strings.Contains(o.stderr, "using ./bzImage (") {
 		t.Fatalf("status %d, stderr:\n%s", o.status, o.stderr)
