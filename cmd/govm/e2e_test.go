@@ -39,8 +39,7 @@ func TestMain(m *testing.M) {
 // locateBinaries finds (or builds) govm and the test kernel. make test
 // passes both through the environment; a plain `go test` builds them.
 func locateBinaries(tmp string) error {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := repoPath()
 	govmBin = os.Getenv("GOVM_BIN")
 	if govmBin == "" {
 		govmBin = filepath.Join(tmp, "govm")
@@ -58,6 +57,13 @@ func locateBinaries(tmp string) error {
 		}
 	}
 	return nil
+}
+
+// repoPath is elem joined below the repository's root (found from this
+// file's directory, so it holds whatever the test's working directory).
+func repoPath(elem ...string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(append([]string{filepath.Dir(file), "..", ".."}, elem...)...)
 }
 
 // needKVM fails the test when the binaries could not be built and skips it,

@@ -6,9 +6,7 @@ package main
 import (
 	"bufio"
 	"os"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,8 +112,7 @@ func TestExitStatus(t *testing.T) {
 // "Exit status" table.
 func usageExitRows(t *testing.T) []string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	f, err := os.Open(filepath.Join(filepath.Dir(file), "..", "..", "docs", "usage.md"))
+	f, err := os.Open(repoPath("docs", "usage.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

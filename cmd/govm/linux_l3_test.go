@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +28,7 @@ func needFullLinux(t *testing.T) (kernel, initrd string) {
 			"(xrstor after its Memory: line, see docs/boot.md), so a full Linux boot cannot run here",
 			strings.TrimSpace(string(out)))
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := repoPath()
 	out := filepath.Join(root, "build", "guest")
 	if b, err := exec.Command("bash", filepath.Join(root, "scripts", "mkguest.sh"), out).CombinedOutput(); err != nil {
 		t.Fatalf("mkguest.sh: %v\n%s", err, b)

@@ -16,7 +16,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,8 +37,7 @@ var tableNeeds = map[string]string{
 // selectedEntries reads guest/tests.cfg and applies GOVM_TEST_GROUPS.
 func selectedEntries(t *testing.T) []guestrun.TableEntry {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	all, err := guestrun.ReadTable(filepath.Join(filepath.Dir(file), "..", "..", "guest", "tests.cfg"))
+	all, err := guestrun.ReadTable(repoPath("guest", "tests.cfg"))
 	if err != nil {
 		t.Fatal(err)
 	}
