@@ -3,7 +3,9 @@ package faultfs
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -16,6 +18,7 @@ import (
 // skipped with the reason.
 func MountT(t testing.TB, size int) *FS {
 	t.Helper()
+	ensureDevFUSE()
 	s, err := Mount(t.TempDir(), size)
 	if errors.Is(err, ErrUnavailable) {
 		t.Skipf("no FUSE on this host: %v", err)
@@ -29,6 +32,25 @@ func MountT(t testing.TB, size int) *FS {
 		}
 	})
 	return s
+}
+
+// ensureDevFUSE makes /dev/fuse exist where it can: a fresh machine may
+// not have loaded the fuse module yet (modprobe, from kmod, which
+// scripts/deps.sh installs), and a minimal /dev (a container) may lack the
+// node although the kernel has FUSE (mknod c 10 229, its fixed
+// misc-device number). Without root neither works and Mount reports
+// ErrUnavailable.
+func ensureDevFUSE() {
+	if _, err := os.Stat("/dev/fuse"); err == nil {
+		return
+	}
+	_ = exec.Command("modprobe", "fuse").Run()
+	if _, err := os.Stat("/dev/fuse"); err == nil {
+		return
+	}
+	if fs, err := os.ReadFile("/proc/filesystems"); err == nil && strings.Contains(string(fs), "\tfuse\n") {
+		_ = unix.Mknod("/dev/fuse", unix.S_IFCHR|0o666, int(unix.Mkdev(10, 229)))
+	}
 }
 
 // FullTmpfsT mounts a small tmpfs for a test, creates FileName in it as a
