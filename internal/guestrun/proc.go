@@ -35,6 +35,14 @@ type Options struct {
 	// first byte arrives and before FirstByte returns, while the VMM is most likely
 	// still alive (benchmarks sample /proc/PID here).
 	OnFirstByte func(pid int)
+	// HangDump, if positive, watches the console: after this long
+	// without output the VMM's threads and goroutines are captured to a
+	// file and the VMM is ended (hangdump.go). Zero takes GOVM_HANG_DUMP
+	// from the environment (unset: off).
+	HangDump time.Duration
+	// HangDumpDir is where the capture goes; "" takes
+	// GOVM_HANG_DUMP_DIR, else os.TempDir().
+	HangDumpDir string
 }
 
 // line is one complete console line and when its '\n' arrived.
@@ -61,6 +69,7 @@ type Proc struct {
 	lines     []line        // complete lines of out
 	partial   []byte        // the unfinished last line of out
 	firstByte time.Time     // zero until the first stdout byte
+	lastOut   time.Time     // when the latest stdout bytes arrived
 	exitAt    time.Time     // when the VMM was reaped
 	stderr    bytes.Buffer
 	exited    bool
@@ -73,8 +82,15 @@ func Start(opts Options, argv ...string) (*Proc, error) {
 	if len(argv) == 0 {
 		return nil, ErrEmptyCommand
 	}
+	if err := hangDumpFromEnv(&opts); err != nil {
+		return nil, err
+	}
 	p := &Proc{opts: opts, changed: make(chan struct{})}
 	p.Cmd = exec.Command(argv[0], argv[1:]...)
+	if opts.HangDump > 0 {
+		// A Go VMM's SIGQUIT dump then shows every goroutine.
+		p.Cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	}
 	p.Cmd.Stdin = opts.Stdin
 	p.Cmd.Stderr = lockedWriter{p}
 	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -87,6 +103,9 @@ func Start(opts Options, argv ...string) (*Proc, error) {
 		return nil, fmt.Errorf("guestrun: start %s: %w", argv[0], err)
 	}
 	go p.readLoop(stdout)
+	if opts.HangDump > 0 {
+		go p.watchSilence()
+	}
 	return p, nil
 }
 
@@ -117,6 +136,7 @@ func (p *Proc) readLoop(r io.Reader) {
 			if p.firstByte.IsZero() {
 				p.firstByte = now
 			}
+			p.lastOut = now
 			p.appendLocked(buf[:n], now)
 			p.notifyLocked()
 			p.mu.Unlock()
