@@ -15,11 +15,9 @@ import (
 	"github.com/govm/govm/serial"
 )
 
-// Legacy PC ports and ISA IRQs.
-const (
-	com1Port, com1IRQ = 0x3f8, 4
-	debugExitPort     = 0x501
-)
+// Legacy PC ports and ISA IRQs. (The debug-exit port is package
+// debugexit's.)
+const com1Port, com1IRQ = 0x3f8, 4
 
 // setupDevices puts the platform devices on the port bus and writes the MP
 // table that describes the machine to the guest.
@@ -46,7 +44,7 @@ func (m *Machine) setupDevices() error {
 			m.Stop(Result{Status: status, Kind: ExitDebugExit, GuestCode: v,
 				Reason: fmt.Sprintf("guest wrote debug-exit port, status %d", status)})
 		})
-		regs = append(regs, portDev{debugExitPort, 2, dx, "debug-exit"})
+		regs = append(regs, portDev{debugexit.Base, debugexit.NumPorts, dx, "debug-exit"})
 	}
 	for _, r := range regs {
 		if err := m.bus.Register(r.base, r.n, r.dev); err != nil {
