@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/govm/govm/internal/faultfs"
 	"github.com/govm/govm/virtio/virtiotest"
@@ -90,6 +91,9 @@ func TestHostIOErrorsFromFUSE(t *testing.T) {
 	fs := faultfs.MountT(t, diskSectors*SectorSize)
 	var log logRec
 	e := newEnvBackend(t, openFileT(t, fs.Path), Config{Log: log.logf}, 0)
+	// A stopped clock: the limit must hold however slow the host is.
+	now := time.Unix(1000, 0)
+	e.dev.herr.lim.Now = func() time.Time { return now }
 	write := func(sector uint64, v byte) byte {
 		data := make([]byte, SectorSize)
 		for i := range data {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/govm/govm/internal/ratelog"
 	"github.com/govm/govm/virtio"
@@ -400,6 +401,9 @@ func TestDeviceError(t *testing.T) {
 // per device across resets, and the stats count the rest.
 func TestGuestErrorLogRateLimited(t *testing.T) {
 	r := newRig(t)
+	// A stopped clock: the limit must hold however slow the host is.
+	now := time.Unix(1000, 0)
+	r.d.guestLog.Now = func() time.Time { return now }
 	const loops = 1000
 	for i := range loops {
 		r.setupQueue(0, 0xffffffff) // rings far outside guest RAM
