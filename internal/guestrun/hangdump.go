@@ -19,8 +19,9 @@ import (
 // the test's timeout kills the VMM. With GOVM_HANG_DUMP=30s every VMM that
 // Start runs is watched: after 30 s with no console output the watcher
 // records, for every thread of every process in the VMM's process group,
-// its state, CPU time (twice, a second apart: a runnable thread on a
-// loaded host gains CPU time, a blocked one does not), wait channel,
+// its state, the time it ran and the time it waited runnable in one second
+// (schedstat: a thread starved by a loaded host waits runnable, a blocked
+// one does neither), wait channel,
 // system call and kernel stack, then sends SIGQUIT, which makes a Go VMM
 // print all its goroutines (Start sets GOTRACEBACK=all) and exit. All of it
 // goes to a file in GOVM_HANG_DUMP_DIR (default os.TempDir()), whose name
@@ -88,9 +89,11 @@ func (p *Proc) hangDump(silent time.Duration) {
 		for _, tid := range tasks(q) {
 			dir := fmt.Sprintf("/proc/%d/task/%d", q, tid)
 			st := statFields(dir)
-			cpu := st.utime + st.stime
-			fmt.Fprintf(&b, "--- tid %d %s state=%s cpu_ticks=%d (+%d in the last second) wchan=%s\n    syscall: %s\n",
-				tid, readTrim(dir+"/comm"), st.state, cpu, cpu-before[tid], readTrim(dir+"/wchan"), readTrim(dir+"/syscall"))
+			run, wait := schedstat(dir)
+			was := before[tid]
+			fmt.Fprintf(&b, "--- tid %d %s state=%s wchan=%s ran %v, waited runnable %v in the last second (total %v, %v)\n    syscall: %s\n",
+				tid, readTrim(dir+"/comm"), st.state, readTrim(dir+"/wchan"), run-was.run, wait-was.wait,
+				run.Round(time.Millisecond), wait.Round(time.Millisecond), readTrim(dir+"/syscall"))
 			for _, l := range strings.Split(readTrim(dir+"/stack"), "\n") {
 				if l != "" {
 					fmt.Fprintf(&b, "    %s\n", l)
@@ -154,34 +157,40 @@ func tasks(pid int) []int {
 	return out
 }
 
-type taskStat struct {
-	state        string
-	utime, stime uint64
-}
+type taskStat struct{ state string }
 
-// statFields parses a task's stat (proc(5): the fields after the
-// parenthesised comm, which may itself hold spaces).
+// statFields reads a task's state from its stat (proc(5): the field after
+// the parenthesised comm, which may itself hold spaces).
 func statFields(dir string) taskStat {
 	s := readTrim(dir + "/stat")
 	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
+	if i < 0 || len(s) < i+3 {
 		return taskStat{state: "?"}
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return taskStat{state: "?"}
-	}
-	u, _ := strconv.ParseUint(f[11], 10, 64) // field 14 utime
-	k, _ := strconv.ParseUint(f[12], 10, 64) // field 15 stime
-	return taskStat{state: f[0], utime: u, stime: k}
+	return taskStat{state: s[i+2 : i+3]}
 }
 
-func taskTimes(pids []int) map[int]uint64 {
-	m := make(map[int]uint64)
+// schedstat is a task's time on a CPU and time runnable but waiting for
+// one (/proc/PID/task/TID/schedstat). A thread starved by a loaded host
+// waits runnable; a blocked one does neither.
+func schedstat(dir string) (run, wait time.Duration) {
+	f := strings.Fields(readTrim(dir + "/schedstat"))
+	if len(f) < 2 {
+		return 0, 0
+	}
+	r, _ := strconv.ParseInt(f[0], 10, 64)
+	w, _ := strconv.ParseInt(f[1], 10, 64)
+	return time.Duration(r), time.Duration(w)
+}
+
+type sched struct{ run, wait time.Duration }
+
+func taskTimes(pids []int) map[int]sched {
+	m := make(map[int]sched)
 	for _, q := range pids {
 		for _, tid := range tasks(q) {
-			st := statFields(fmt.Sprintf("/proc/%d/task/%d", q, tid))
-			m[tid] = st.utime + st.stime
+			r, w := schedstat(fmt.Sprintf("/proc/%d/task/%d", q, tid))
+			m[tid] = sched{r, w}
 		}
 	}
 	return m

@@ -55,7 +55,7 @@ func TestHangDump(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("VMM pid %d silent for", p.Cmd.Process.Pid),
 		"loadavg ",
-		"--- tid ", " state=", " wchan=", "syscall: ", "in the last second",
+		"--- tid ", " state=", " wchan=", "syscall: ", "waited runnable", "in the last second",
 		"SIGQUIT", "blockedOnPurpose", "goroutine ", // GOTRACEBACK=all
 		"RESULT boot pass",
 	} {
