@@ -186,21 +186,9 @@ func netRun(b *testing.B, ns string, argv []string) (sample, error) {
 	if _, err := v.WaitLine("RESULT net-bench ", timeout); err != nil {
 		return nil, fmt.Errorf("net-bench: %w\nserial: %s", err, v.Serial())
 	}
-	before, err := ReadCPU(pid)
+	ping, pingCPU, err := pingFloodCPU(ns, v, filepath.Base(argv[4]), pid, netPings, 120*time.Second)
 	if err != nil {
 		return nil, err
-	}
-	out, err := nsCmd(ns, "timeout", "120", "ping", "-q", "-f", "-c", strconv.Itoa(netPings), netGuestIP).CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("ping -f (VMM %s): %v\n%s\nserial: %s", filepath.Base(argv[4]), err, out, v.Serial())
-	}
-	after, err := ReadCPU(pid)
-	if err != nil {
-		return nil, err
-	}
-	ping, ok := parsePing(string(out))
-	if !ok || ping.recv != netPings || ping.time <= 0 {
-		return nil, fmt.Errorf("ping -f -c %d: %s", netPings, out)
 	}
 	if err := quitGuest(ns, v, "SUMMARY "); err != nil {
 		return nil, err
@@ -234,7 +222,7 @@ func netRun(b *testing.B, ns string, argv []string) (sample, error) {
 	}
 	s["pingf-pps"] = float64(ping.recv) / ping.time.Seconds()
 	s["pingf-rtt-ms"] = ping.rttAvg
-	s.addCPU("pingf", after.Sub(before), frames)
+	s.addCPU("pingf", pingCPU, frames)
 	peer.mu.Lock()
 	b.Logf("%s: host sink got %v datagrams by size", filepath.Base(argv[4]), peer.got)
 	peer.mu.Unlock()

@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -38,22 +37,9 @@ func netPollRun(b *testing.B, ns string, argv []string) (sample, error) {
 		return nil, err
 	}
 	pid := v.Cmd.Process.Pid // ip netns exec execs the VMM in place
-	before, err := ReadCPU(pid)
+	ping, pingCPU, err := pingFloodCPU(ns, v, filepath.Base(argv[4]), pid, netPollPings, timeout)
 	if err != nil {
 		return nil, err
-	}
-	out, err := nsCmd(ns, "timeout", strconv.Itoa(int(timeout/time.Second)), "ping", "-q", "-f", "-c",
-		strconv.Itoa(netPollPings), netGuestIP).CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("ping -f (VMM %s): %v\n%s\nserial: %s", filepath.Base(argv[4]), err, out, v.Serial())
-	}
-	after, err := ReadCPU(pid)
-	if err != nil {
-		return nil, err
-	}
-	ping, ok := parsePing(string(out))
-	if !ok || ping.recv != netPollPings || ping.time <= 0 {
-		return nil, fmt.Errorf("ping -f -c %d: %s", netPollPings, out)
 	}
 	if err := quitGuest(ns, v, "SUMMARY "); err != nil {
 		return nil, err
@@ -82,7 +68,7 @@ func netPollRun(b *testing.B, ns string, argv []string) (sample, error) {
 	}
 	s["pingf-pps"] = float64(ping.recv) / ping.time.Seconds()
 	s["pingf-rtt-ms"] = ping.rttAvg
-	s.addCPU("pingf", after.Sub(before), frames)
+	s.addCPU("pingf", pingCPU, frames)
 	return s, nil
 }
 

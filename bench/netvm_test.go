@@ -113,6 +113,30 @@ func finish(v *VMM) (*guestrun.Output, error) {
 }
 
 // pingReport is what iputils ping prints at the end.
+// pingFloodCPU runs ping -f -c count at the guest from ns (killed after
+// limit, rounded down to seconds), samples pid's CPU time before and after,
+// and requires every request answered. vmm names the VMM in errors.
+func pingFloodCPU(ns string, v *VMM, vmm string, pid, count int, limit time.Duration) (pingReport, CPUSample, error) {
+	before, err := ReadCPU(pid)
+	if err != nil {
+		return pingReport{}, CPUSample{}, err
+	}
+	out, err := nsCmd(ns, "timeout", strconv.Itoa(int(limit/time.Second)), "ping", "-q", "-f", "-c",
+		strconv.Itoa(count), netGuestIP).CombinedOutput()
+	if err != nil {
+		return pingReport{}, CPUSample{}, fmt.Errorf("ping -f (VMM %s): %v\n%s\nserial: %s", vmm, err, out, v.Serial())
+	}
+	after, err := ReadCPU(pid)
+	if err != nil {
+		return pingReport{}, CPUSample{}, err
+	}
+	ping, ok := parsePing(string(out))
+	if !ok || ping.recv != count || ping.time <= 0 {
+		return pingReport{}, CPUSample{}, fmt.Errorf("ping -f -c %d: %s", count, out)
+	}
+	return ping, after.Sub(before), nil
+}
+
 type pingReport struct {
 	sent, recv             int
 	time                   time.Duration // "time Nms": first send to the end
