@@ -2,6 +2,7 @@ package tap
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/netip"
 	"strings"
@@ -12,9 +13,11 @@ const ifNameMax = 15
 
 // NameForVM is the name of the tap govm creates for a VM's NIC nic
 // (counting from 0): "govm-" and the VM name with characters the kernel
-// rejects replaced, cut to 15 bytes; NICs after the first add "-N", kept
-// whole by cutting the name before it, so the taps of one VM never share a
-// name. Without a VM name the kernel picks a free "govmN".
+// rejects replaced; NICs after the first add "-N", so the taps of one VM
+// never share a name. A name too long for the kernel's 15 bytes is cut and
+// given 4 hex digits of a hash of the whole VM name before the "-N": cut
+// alone, names that differ only at the end (the default guest-PID) would
+// collide. Without a VM name the kernel picks a free "govmN".
 func NameForVM(vm string, nic int) string {
 	if vm == "" {
 		return "govm%d"
@@ -26,16 +29,19 @@ func NameForVM(vm string, nic int) string {
 	var b strings.Builder
 	b.WriteString("govm-")
 	for _, r := range vm {
-		if b.Len() >= ifNameMax-len(suffix) {
-			break
-		}
 		if r > ' ' && r < 0x7f && r != '/' && r != ':' {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
 		}
 	}
-	return b.String() + suffix
+	name := b.String()
+	if len(name)+len(suffix) > ifNameMax {
+		h := fnv.New32a()
+		h.Write([]byte(vm))
+		name = fmt.Sprintf("%s%04x", name[:ifNameMax-len(suffix)-4], h.Sum32()&0xffff)
+	}
+	return name + suffix
 }
 
 // ValidName checks an interface name the way the kernel's dev_valid_name

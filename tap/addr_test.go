@@ -2,6 +2,8 @@ package tap
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -79,10 +81,8 @@ func TestNameForVM(t *testing.T) {
 		{"web", 0, "govm-web"},
 		{"web", 1, "govm-web-1"},
 		{"a/b:c d", 0, "govm-a_b_c_d"},
-		{"averyveryverylongname", 0, "govm-averyveryv"},
-		{"averyveryverylongname", 1, "govm-averyver-1"},
-		{"averyveryverylongname", 12, "govm-averyve-12"},
 		{"héllo", 0, "govm-h_llo"},
+		{"guest-1234", 0, "govm-guest-1234"}, // 15 bytes: fits
 	}
 	for _, tt := range tests {
 		got := NameForVM(tt.vm, tt.nic)
@@ -93,6 +93,35 @@ func TestNameForVM(t *testing.T) {
 			if err := ValidName(got); err != nil {
 				t.Errorf("NameForVM(%q, %d) = %q is not valid: %v", tt.vm, tt.nic, got, err)
 			}
+		}
+	}
+}
+
+// TestNameForVMLongNames: names cut to the kernel's 15 bytes stay apart
+// when they differ only past the cut (the default guest-PID names did not:
+// guest-12345 and guest-12346 were both govm-guest-1234).
+func TestNameForVMLongNames(t *testing.T) {
+	seen := map[string]string{}
+	for _, vm := range []string{"guest-12345", "guest-12346", "guest-1234567", "guest-1234568", "averyveryverylongname", "averyveryverylongnamf"} {
+		for nic := range 12 {
+			got := NameForVM(vm, nic)
+			if err := ValidName(got); err != nil {
+				t.Errorf("NameForVM(%q, %d) = %q: %v", vm, nic, got, err)
+			}
+			if !strings.HasPrefix(got, "govm-"+vm[:3]) {
+				t.Errorf("NameForVM(%q, %d) = %q does not start with the VM name", vm, nic, got)
+			}
+			if nic > 0 && !strings.HasSuffix(got, fmt.Sprintf("-%d", nic)) {
+				t.Errorf("NameForVM(%q, %d) = %q does not end in -%d", vm, nic, got, nic)
+			}
+			if NameForVM(vm, nic) != got {
+				t.Errorf("NameForVM(%q, %d) is not stable", vm, nic)
+			}
+			key := fmt.Sprintf("%s NIC %d", vm, nic)
+			if other, ok := seen[got]; ok {
+				t.Errorf("%s and %s both get %q", other, key, got)
+			}
+			seen[got] = key
 		}
 	}
 }
