@@ -218,6 +218,15 @@ func (e *env) waitUsed(d *virtiotest.Driver, idx uint16) {
 	}
 }
 
+// waitTXKicks waits until the device has counted want TX kicks: a kick is
+// counted when the device wakes on it, not when the driver sends it.
+func (e *env) waitTXKicks(want uint64) {
+	e.t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); e.dev.Stats().TX.Kicks < want && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func feat(bits ...uint) uint64 {
 	var f uint64
 	for _, b := range bits {
