@@ -84,14 +84,8 @@ func uniqueName(t *testing.T) string {
 // the exit status.
 func govmCmd(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(govmBin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("govm %v: %v", args, err)
-	}
-	return out.String(), errb.String(), cmd.ProcessState.ExitCode()
+	o := runSmoke(t, "", args...)
+	return o.stdout, o.stderr, o.status
 }
 
 // waitFor polls cond every 50 ms until it holds or d passes.
