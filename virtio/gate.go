@@ -5,11 +5,11 @@ import (
 	"sync/atomic"
 )
 
-// Gate holds device goroutines before they take a chain while the VM is
-// paused (govm pause): a paused VM's devices must not consume the rings,
-// and a chain not taken is a chain not lost. One Gate serves every queue
-// of a machine (Queue.SetGate). The running case costs one atomic load in
-// Pop.
+// Gate holds device goroutines while the VM is paused (govm pause): a
+// paused VM's devices take no chain from a ring and publish none, and a
+// chain not taken is a chain not lost. One Gate serves every queue of a
+// machine (Queue.SetGate); devices wait on it through Queue.Hold. The
+// running case costs one atomic load.
 type Gate struct {
 	paused atomic.Bool
 	mu     sync.Mutex
@@ -50,19 +50,24 @@ func (g *Gate) Open() bool {
 // Closed reports whether the gate holds goroutines.
 func (g *Gate) Closed() bool { return g.paused.Load() }
 
-// wait blocks while the gate is closed.
-func (g *Gate) wait() {
+// wait blocks while the gate is closed, or until stop closes.
+func (g *Gate) wait(stop <-chan struct{}) {
 	if g == nil || !g.paused.Load() {
 		return
 	}
 	g.mu.Lock()
 	ch := g.open
 	g.mu.Unlock()
-	<-ch
+	select {
+	case <-ch:
+	case <-stop:
+	}
 }
 
-// Hold waits while the queue's gate is closed (the VM is paused). Pop
-// calls it; so does the serve loop before it publishes a used chain, and
-// virtio-net RX before it takes a frame from the backend into a chain it
-// already holds: a paused VM's rings do not change.
-func (q *Queue) Hold() { q.gate.wait() }
+// Hold waits while the queue's gate is closed (the VM is paused), or until
+// stop closes: a device being reset must not wait for a resume (a vCPU
+// resetting the device holds the transport until it returns). The serve
+// loop calls it before it takes a chain and before it publishes one;
+// virtio-net RX also before it reads a frame from the backend into a
+// chain it already holds. So a paused VM's rings do not change.
+func (q *Queue) Hold(stop <-chan struct{}) { q.gate.wait(stop) }

@@ -8,39 +8,44 @@ import (
 	"github.com/govm/govm/virtio/virtiotest"
 )
 
-// TestGateHoldsPop: while the gate is closed Pop takes nothing from the
-// ring (a paused VM's device); Open lets it take the chain, unchanged.
-func TestGateHoldsPop(t *testing.T) {
+// TestGateHoldsServe: while the gate is closed the serve loop takes
+// nothing from the ring (a paused VM's device); Open lets it serve the
+// chain. A device being stopped is never held.
+func TestGateHoldsServe(t *testing.T) {
 	r := virtiotest.New(t, 64<<10, 8)
-	head := r.AddChain([][]byte{[]byte("x")}, nil)
 	g := virtio.NewGate()
 	r.Queue.SetGate(g)
 	if !g.Close() || g.Close() {
 		t.Fatal("Close: want true then false")
 	}
-	got := make(chan uint16, 1)
-	go func() {
-		c, err := r.Queue.Pop(r.Mem)
-		if err != nil || c == nil {
-			t.Errorf("Pop = %v, %v", c, err)
-			close(got)
-			return
-		}
-		got <- c.Head
-	}()
-	select {
-	case <-got:
-		t.Fatal("Pop took a chain through a closed gate")
-	case <-time.After(50 * time.Millisecond):
-	}
-	if r.Queue.NextAvail() != 0 {
+	r.AddChain([][]byte{[]byte("x")}, nil)
+	srv := &virtio.Server{Mem: r.Mem, Queue: r.Queue, Kick: r.KickChan(), Intr: virtiotest.NewRecordingInterrupt()}
+	halt := serve(t, srv, echo)
+	t.Cleanup(func() { g.Open() }) // runs before serve's cleanup
+	if r.WaitUsedIdx(1, 50*time.Millisecond) || r.Queue.NextAvail() != 0 {
 		t.Fatal("the device consumed the ring while paused")
 	}
 	if !g.Open() || g.Open() {
 		t.Fatal("Open: want true then false")
 	}
-	if h := <-got; h != head {
-		t.Fatalf("Pop after Open: head %d, want %d", h, head)
+	if !r.WaitUsedIdx(1, 5*time.Second) {
+		t.Fatal("the chain was not served after Open")
+	}
+	// Paused again, with a chain waiting: stopping the device (a reset
+	// from the driver) must not wait for a resume.
+	g.Close()
+	r.AddChain([][]byte{[]byte("y")}, nil)
+	r.Kick()
+	time.Sleep(20 * time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() { stopped <- halt() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a device held by the gate did not stop")
 	}
 }
 

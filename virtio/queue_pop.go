@@ -40,9 +40,6 @@ func readDesc(mem *guestmem.Memory, gpa uint64) (desc, error) {
 // the queue does not advance and the device should stop using it. Pop only
 // reads guest memory: it never writes the descriptor table or the rings.
 func (q *Queue) Pop(mem *guestmem.Memory) (*Chain, error) {
-	// A paused VM's device takes nothing from the ring (govm pause);
-	// whoever pauses opens the gate again before resetting the device.
-	q.Hold()
 	if !q.Ready {
 		return nil, ErrQueueNotReady
 	}

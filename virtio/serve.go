@@ -73,6 +73,9 @@ func (s *Server) counters() *NotifyCounters {
 	return &s.own
 }
 
+// Hold waits while the VM is paused (Queue.Hold), or until Stop closes.
+func (s *Server) Hold() { s.Queue.Hold(s.Stop) }
+
 // Stopped reports whether Stop is closed.
 func (s *Server) Stopped() bool {
 	select {
@@ -133,6 +136,7 @@ func (s *Server) drain(handle Handler) (stopped bool, err error) {
 		if s.Stopped() {
 			return true, nil
 		}
+		s.Hold() // paused: take nothing
 		c, err := s.Queue.Pop(s.Mem)
 		if err != nil || c == nil {
 			return false, err
@@ -167,7 +171,7 @@ func (s *Server) sleep() bool {
 // Used returns one chain to the driver (AddUsed) and makes the interrupt
 // decision when Batch chains have been used since the last one.
 func (s *Server) Used(head uint16, n uint32) error {
-	s.Queue.Hold() // paused: publish nothing until resumed
+	s.Hold() // paused: publish nothing until resumed
 	if err := s.Queue.AddUsed(s.Mem, head, n); err != nil {
 		return err
 	}
@@ -179,7 +183,7 @@ func (s *Server) Used(head uint16, n uint32) error {
 // publication (Queue.AddUsedBatch): for the buffers of one merged virtio-net
 // frame, which the driver must see all together (spec 5.1.6.4).
 func (s *Server) UsedBatch(elems []UsedElem) error {
-	s.Queue.Hold()
+	s.Hold()
 	if err := s.Queue.AddUsedBatch(s.Mem, elems); err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func watchdogVM(t *testing.T, faults string, want []*regexp.Regexp, flags ...str
 	t.Helper()
 	img := filepath.Join(t.TempDir(), "d.img")
 	makePatternDisk(t, img, 8<<20)
-	args := append([]string{"run", "--kernel", testKernel, "--no-default-params", "--debug-exit", "-p", "test=blk-qd,console blk.qd=1",
+	args := append([]string{"run", "--kernel", testKernel, "--no-default-params", "--debug-exit", "-p", "test=blk-qd,console blk.qd=1 blk.sectors=64",
 		"--disk", img, "--watchdog", testWatchdogT, "--api-socket", "none"}, flags...)
 	vm := startConsoleVMArgs(t, args, "GOVM_FAULTS="+faults)
 	for _, re := range want {

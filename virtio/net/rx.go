@@ -172,6 +172,7 @@ func (r *rx) waitChains(next rxState) (rxState, error) {
 
 // pop takes one more receive chain off the ring; false when it is empty.
 func (r *rx) pop() (bool, error) {
+	r.Hold() // paused: take no buffer
 	c, err := r.Queue.Pop(r.Mem)
 	if err != nil || c == nil {
 		return false, err
@@ -185,7 +186,7 @@ func (r *rx) pop() (bool, error) {
 // readFrame reads one frame from the backend, or waits for one.
 func (r *rx) readFrame() (rxState, error) {
 	// Paused: the frame stays in the backend, not in a guest buffer.
-	r.Queue.Hold()
+	r.Hold()
 	n, err := r.be.TryReadv(r.iov[:])
 	switch {
 	case err == nil:
