@@ -5,7 +5,9 @@
 #include "../lib/crc32.h"
 #include "../lib/printf.h"
 #include "../lib/report.h"
+#include "../lib/string.h"
 #include "../lib/test.h"
+#include "../lib/tsc.h"
 
 static void test_cmdline(void)
 {
@@ -84,3 +86,20 @@ static void run(void)
 }
 
 DEFINE_TEST(boot, .name = "boot", .run = run, .in_all = true);
+
+/* tsc (not in `all`): the TSC rate lib/tsc.c measured against the PIT, how,
+ * and how many PIT measurements it threw away because the host did not run
+ * this vCPU through them. cmd/govm TestTSCCalibrationUnderPreemption boots
+ * it with govm stopped most of the time. Fails on the 1 GHz default (no
+ * PIT). Not part of `boot`: calibrating adds 50 ms or more, and the boot
+ * benchmark times test=boot. */
+static void run_tsc(void)
+{
+	uint64_t khz = tsc_khz();
+
+	report("tsc", strcmp(tsc_method, "default") != 0,
+	       "khz=%llu method=%s rejects=%lu", (unsigned long long)khz,
+	       tsc_method, tsc_cal_rejects);
+}
+
+DEFINE_TEST(tsc, .name = "tsc", .run = run_tsc, .in_all = false);
