@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	}
 	setupErr = locateBinaries(tmp)
 	code := m.Run()
+	if n := guestrun.KillAll(); n > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: killed %d VMM(s) a test left running\n", n)
+	}
 	os.RemoveAll(tmp)
 	os.Exit(code)
 }

@@ -102,6 +102,7 @@ func Start(opts Options, argv ...string) (*Proc, error) {
 	if err := p.Cmd.Start(); err != nil {
 		return nil, fmt.Errorf("guestrun: start %s: %w", argv[0], err)
 	}
+	live.add(p)
 	go p.readLoop(stdout)
 	if opts.HangDump > 0 {
 		go p.watchSilence()
@@ -148,6 +149,7 @@ func (p *Proc) readLoop(r io.Reader) {
 	// stdout is closed: the VMM is gone (or closed it). Reap it to record status.
 	err := p.Cmd.Wait()
 	now := time.Now()
+	live.remove(p) // reaped: nothing left to kill, before anyone sees it exited
 	p.mu.Lock()
 	p.exited, p.waitErr, p.state, p.exitAt = true, err, p.Cmd.ProcessState, now
 	p.notifyLocked()
@@ -313,6 +315,34 @@ func (p *Proc) Kill() {
 		// one in which the id could be stale.
 		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 	}
+}
+
+// live is every VMM Start started that has not been reaped yet.
+var live = &procSet{m: map[*Proc]struct{}{}}
+
+type procSet struct {
+	mu sync.Mutex
+	m  map[*Proc]struct{}
+}
+
+func (s *procSet) add(p *Proc)    { s.mu.Lock(); s.m[p] = struct{}{}; s.mu.Unlock() }
+func (s *procSet) remove(p *Proc) { s.mu.Lock(); delete(s.m, p); s.mu.Unlock() }
+
+// KillAll kills every VMM started by Start that is still running and returns
+// how many it killed. A test binary's TestMain calls it after m.Run: a test
+// that failed between starting a VMM and waiting for it (or left it paused)
+// must not leave the VMM running after the test binary is gone.
+func KillAll() int {
+	live.mu.Lock()
+	ps := make([]*Proc, 0, len(live.m))
+	for p := range live.m {
+		ps = append(ps, p)
+	}
+	live.mu.Unlock()
+	for _, p := range ps {
+		p.Kill()
+	}
+	return len(ps)
 }
 
 // Serial returns the guest console output so far.

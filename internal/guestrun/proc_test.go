@@ -100,3 +100,24 @@ func TestProc(t *testing.T) {
 		t.Errorf("Start() err = %v, want ErrEmptyCommand", err)
 	}
 }
+
+// A VMM a test left running is killed by KillAll (TestMain's safety net),
+// and a reaped one is no longer counted.
+func TestKillAll(t *testing.T) {
+	p, err := Start(Options{}, "/bin/sh", "-c", "echo up; sleep 60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitLine("up", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := KillAll(); n != 1 {
+		t.Fatalf("KillAll killed %d, want 1", n)
+	}
+	if _, err := p.Wait(10 * time.Second); err != nil {
+		t.Fatalf("the VMM outlived KillAll: %v", err)
+	}
+	if n := KillAll(); n != 0 {
+		t.Fatalf("KillAll after the reap counted %d, want 0", n)
+	}
+}
