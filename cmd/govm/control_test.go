@@ -338,7 +338,7 @@ func TestPauseHoldsDevices(t *testing.T) {
 	needNetns(t)
 	ns := newNetns(t)
 	sock := filepath.Join(shortTemp(t), "vm.sock")
-	v := startVM(120*time.Second, append(govmNetArgv(ns, "test=net-echo net.serve_ms=90000"), "--api-socket", sock))
+	v := startVM(t, 120*time.Second, append(govmNetArgv(ns, "test=net-echo net.serve_ms=90000"), "--api-socket", sock))
 	waitReachable(t, ns, v, 30*time.Second)
 	rx := func() api.QueueStats {
 		s := statJSON(t, sock)

@@ -166,7 +166,7 @@ func burstRun(t *testing.T, knobs string) {
 			}
 		}
 	}()
-	v := startVM(240*time.Second, govmNetArgv(ns, fmt.Sprintf(
+	v := startVM(t, 240*time.Second, govmNetArgv(ns, fmt.Sprintf(
 		"test=net-burst net.bursts=%d net.burst_bytes=%d net.burst_gap_ms=%d net.burst_wait_ms=%d net.burst_port=%d %s",
 		burstCount, burstBytes, burstGap.Milliseconds(), burstWait.Milliseconds(), burstPort, knobs)))
 	waitReachable(t, ns, v, 30*time.Second)

@@ -41,7 +41,7 @@ func pingFlood(t *testing.T, ns string, count, preload, size, deadline int) (sen
 func TestNetNAPIMissed(t *testing.T) {
 	needNetns(t)
 	ns := newNetns(t)
-	v := startVM(120*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=50000 net.napi_hold_us=300"))
+	v := startVM(t, 120*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=50000 net.napi_hold_us=300"))
 	waitReachable(t, ns, v, 30*time.Second)
 	const pings = 5000
 	sent, recv, out := pingFlood(t, ns, pings, 8, 56, 30)
@@ -78,7 +78,7 @@ func TestNetMergeableStrict(t *testing.T) {
 	} {
 		t.Run(vr.name, func(t *testing.T) {
 			ns := newNetns(t)
-			v := startVM(120*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000 net.rx_buf=256 "+vr.knobs))
+			v := startVM(t, 120*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000 net.rx_buf=256 "+vr.knobs))
 			waitReachable(t, ns, v, 30*time.Second)
 			const pings = 20000
 			sent, recv, out := pingFlood(t, ns, pings, 4, 1400, 40)
@@ -120,7 +120,7 @@ func head(s string, n int) string {
 func TestNetRXKicksMacOnly(t *testing.T) {
 	needNetns(t)
 	ns := newNetns(t)
-	v := startVM(120*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000 net.mac_only=1 net.poll=1 net.rx_bufs=128"))
+	v := startVM(t, 120*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000 net.mac_only=1 net.poll=1 net.rx_bufs=128"))
 	waitReachable(t, ns, v, 30*time.Second)
 	const pings = 20000
 	sent, recv, out := pingFlood(t, ns, pings, 1, 56, 40)

@@ -26,7 +26,7 @@ import (
 func TestNetPing(t *testing.T) {
 	needNetns(t)
 	ns := newNetns(t)
-	v := startVM(90*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000"))
+	v := startVM(t, 90*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000"))
 	waitReachable(t, ns, v, 30*time.Second)
 	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", guestIP).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0% packet loss") {
@@ -61,7 +61,7 @@ func TestNetPingFloodBothWays(t *testing.T) {
 	}
 	ns := newNetns(t)
 	const pings = 100000
-	v := startVM(200*time.Second, govmNetArgv(ns,
+	v := startVM(t, 200*time.Second, govmNetArgv(ns,
 		"test=net-flood,net-echo net.flood=udp net.flood_count=3000000 net.flood_ms=40000 net.serve_ms=150000"))
 	waitReachable(t, ns, v, 30*time.Second)
 
@@ -192,7 +192,7 @@ func TestNetUDPEcho(t *testing.T) {
 	for _, vr := range variants {
 		t.Run(vr.name, func(t *testing.T) {
 			ns := newNetns(t)
-			v := startVM(90*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000 "+vr.knobs))
+			v := startVM(t, 90*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000 "+vr.knobs))
 			waitReachable(t, ns, v, 30*time.Second)
 			var conn *net.UDPConn
 			var err error
@@ -275,7 +275,7 @@ func TestNetBadInput(t *testing.T) {
 	needNetns(t)
 	ns := newNetns(t)
 	// A busy tap: another govm holds tap0.
-	holder := startVM(90*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000"))
+	holder := startVM(t, 90*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000"))
 	waitReachable(t, ns, holder, 30*time.Second)
 	k := testKernel
 	cases := []struct {

@@ -6,7 +6,6 @@ package main
 // host's own interfaces are never touched.
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strconv"
@@ -93,12 +92,21 @@ type vmRun struct {
 	err  error
 }
 
-func startVM(timeout time.Duration, argv []string) *vmRun {
+// startVM runs argv in the background (guestrun.Run, killed after timeout).
+// The VM ends with the test at the latest (t.Context), not only at its
+// timeout: a test that fails between a pause and its resume, or any
+// Fatalf before the guest's end, used to leave the VM running past the
+// test binary (one paused VM ran on for minutes, orphaned; TestMain's
+// KillAll now also catches those) or ran on into the next tests until its
+// timeout.
+func startVM(t *testing.T, timeout time.Duration, argv []string) *vmRun {
 	v := &vmRun{done: make(chan struct{})}
+	ctx := t.Context()
 	go func() {
 		defer close(v.done)
-		v.out, v.err = guestrun.Run(context.Background(), timeout, argv...)
+		v.out, v.err = guestrun.Run(ctx, timeout, argv...)
 	}()
+	t.Cleanup(func() { <-v.done }) // killed by then (ctx): reaped before the netns goes
 	return v
 }
 
@@ -178,4 +186,21 @@ func pingSummary(out string) (sent, recv int, ok bool) {
 		return s, r, err1 == nil && err2 == nil
 	}
 	return 0, 0, false
+}
+
+// TestStartVMEndsWithTest: a VM its test leaves running (test=console
+// waits for input forever) is killed when the test ends, not at its
+// timeout.
+func TestStartVMEndsWithTest(t *testing.T) {
+	needKVM(t)
+	var v *vmRun
+	t.Run("leaves a VM running", func(t *testing.T) {
+		v = startVM(t, 120*time.Second, []string{govmBin, "run", "--kernel", testKernel,
+			"--no-default-params", "--api-socket", "none", "-p", "test=console"})
+	})
+	select {
+	case <-v.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the VM still runs 10 s after its test ended")
+	}
 }
