@@ -1,4 +1,5 @@
 #include "net.h"
+#include "net_priv.h"
 #include "cmdline.h"
 #include "io.h"
 #include "printf.h"
@@ -10,61 +11,6 @@ static struct netif the_if;
 static int if_state; /* 0 unopened, 1 open, -1 failed */
 
 static const uint8_t bcast[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
-
-static inline uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static inline uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	       (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-/* RFC 1071 one's-complement sum, big-endian 16-bit words, odd tail
- * padded with zero. */
-static uint32_t csum_add(uint32_t sum, const uint8_t *p, uint32_t len)
-{
-	uint32_t i;
-
-	for (i = 0; i + 1 < len; i += 2)
-		sum += (uint32_t)(p[i] << 8 | p[i + 1]);
-	if (len & 1)
-		sum += (uint32_t)p[len - 1] << 8;
-	return sum;
-}
-
-static uint16_t csum_fold(uint32_t sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (uint16_t)~sum;
-}
-
-/* UDP checksum with the IPv4 pseudo-header (RFC 768). */
-static uint16_t udp_csum(uint32_t src, uint32_t dst, const uint8_t *udp,
-			 uint32_t len)
-{
-	uint32_t sum = (src >> 16) + (src & 0xffff) + (dst >> 16) +
-		       (dst & 0xffff) + IPPROTO_UDP + len;
-
-	return csum_fold(csum_add(sum, udp, len));
-}
 
 bool parse_ipv4(const char *s, uint32_t *ip)
 {
@@ -128,8 +74,7 @@ struct netif *net_get(const char *name)
 	return nif;
 }
 
-/* tx_frame gets a TX slot or counts a drop. */
-static uint8_t *tx_frame(struct netif *nif)
+uint8_t *net_tx_frame(struct netif *nif)
 {
 	uint8_t *f = vnet_tx_buf(&nif->vn);
 
@@ -146,8 +91,8 @@ static void tx_commit(struct netif *nif, uint8_t *f, uint32_t len)
 		nif->tx++;
 }
 
-static void eth_fill(uint8_t *f, const uint8_t *dst, const uint8_t *src,
-		     uint16_t type)
+void net_eth_fill(uint8_t *f, const uint8_t *dst, const uint8_t *src,
+		  uint16_t type)
 {
 	memcpy(f, dst, 6);
 	memcpy(f + 6, src, 6);
@@ -158,11 +103,11 @@ static void eth_fill(uint8_t *f, const uint8_t *dst, const uint8_t *src,
 static void arp_send(struct netif *nif, uint16_t op, const uint8_t *tha,
 		     uint32_t tpa, const uint8_t *dst)
 {
-	uint8_t *f = tx_frame(nif), *a;
+	uint8_t *f = net_tx_frame(nif), *a;
 
 	if (!f)
 		return;
-	eth_fill(f, dst, nif->vn.mac, ETH_P_ARP);
+	net_eth_fill(f, dst, nif->vn.mac, ETH_P_ARP);
 	a = f + ETH_HLEN;
 	put16(a, 1);
 	put16(a + 2, ETH_P_IP);
@@ -207,7 +152,7 @@ static void arp_input(struct netif *nif, const uint8_t *f, uint32_t len)
  * caller fixes the payload. Returns the slot or NULL. */
 static uint8_t *ip_reply(struct netif *nif, const uint8_t *f, uint32_t ip_len)
 {
-	uint8_t *r = tx_frame(nif), *ip;
+	uint8_t *r = net_tx_frame(nif), *ip;
 
 	if (!r)
 		return 0;
@@ -409,115 +354,6 @@ bool net_resolve(struct netif *nif, uint64_t deadline)
 		cpu_relax();
 	}
 	return true;
-}
-
-/* ip_frame starts an IPv4 frame to dst in a TX slot: Ethernet + IP header
- * for payload bytes of proto. */
-static uint8_t *ip_frame(struct netif *nif, uint32_t dst, uint8_t proto,
-			 uint32_t payload)
-{
-	uint8_t *f, *ip;
-
-	if (!nif->peer_mac_ok || payload > VNET_MTU - IP_HLEN)
-		return 0;
-	f = tx_frame(nif);
-	if (!f)
-		return 0;
-	eth_fill(f, nif->peer_mac, nif->vn.mac, ETH_P_IP);
-	ip = f + ETH_HLEN;
-	ip[0] = 0x45;
-	ip[1] = 0;
-	put16(ip + 2, (uint16_t)(IP_HLEN + payload));
-	put16(ip + 4, nif->ip_id++);
-	put16(ip + 6, 0x4000); /* DF */
-	ip[8] = 64;
-	ip[9] = proto;
-	put16(ip + 10, 0);
-	put32(ip + 12, nif->ip);
-	put32(ip + 16, dst);
-	put16(ip + 10, csum_fold(csum_add(0, ip, IP_HLEN)));
-	return f;
-}
-
-static uint32_t pad(uint32_t len)
-{
-	return len < 60 ? 60 : len;
-}
-
-static int udp_finish(struct netif *nif, uint8_t *f, uint32_t dst,
-		      uint16_t sport, uint16_t dport, uint32_t len)
-{
-	uint8_t *u = f + ETH_HLEN + IP_HLEN;
-	uint32_t total = ETH_HLEN + IP_HLEN + UDP_HLEN + len;
-	uint16_t c;
-
-	put16(u, sport);
-	put16(u + 2, dport);
-	put16(u + 4, (uint16_t)(UDP_HLEN + len));
-	put16(u + 6, 0);
-	c = udp_csum(nif->ip, dst, u, UDP_HLEN + len);
-	put16(u + 6, c ? c : 0xffff);
-	if (total < 60)
-		memset(f + total, 0, 60 - total);
-	if (vnet_tx_commit(&nif->vn, f, pad(total)) < 0)
-		return -1;
-	nif->tx++;
-	return 0;
-}
-
-int net_send_udp(struct netif *nif, uint32_t dst, uint16_t sport,
-		 uint16_t dport, const void *data, uint32_t len)
-{
-	uint8_t *f = ip_frame(nif, dst, IPPROTO_UDP, UDP_HLEN + len);
-
-	if (!f || len > UDP_MAX_PAYLOAD)
-		return -1;
-	memcpy(f + ETH_HLEN + IP_HLEN + UDP_HLEN, data, len);
-	return udp_finish(nif, f, dst, sport, dport, len);
-}
-
-int net_send_udp_fill(struct netif *nif, uint32_t dst, uint16_t sport,
-		      uint16_t dport, uint32_t seq, uint32_t len)
-{
-	uint8_t *f = ip_frame(nif, dst, IPPROTO_UDP, UDP_HLEN + len), *d;
-
-	if (!f || len > UDP_MAX_PAYLOAD)
-		return -1;
-	d = f + ETH_HLEN + IP_HLEN + UDP_HLEN;
-	for (uint32_t i = 0; i < len; i++)
-		d[i] = (uint8_t)(seq + i);
-	if (len >= 4) {
-		d[0] = (uint8_t)seq;
-		d[1] = (uint8_t)(seq >> 8);
-		d[2] = (uint8_t)(seq >> 16);
-		d[3] = (uint8_t)(seq >> 24);
-	}
-	return udp_finish(nif, f, dst, sport, dport, len);
-}
-
-int net_send_ping(struct netif *nif, uint32_t dst, uint16_t id,
-		  uint16_t seq, uint32_t payload)
-{
-	uint8_t *f = ip_frame(nif, dst, IPPROTO_ICMP, ICMP_HLEN + payload), *ic;
-	uint32_t total = ETH_HLEN + IP_HLEN + ICMP_HLEN + payload;
-
-	if (!f)
-		return -1;
-	ic = f + ETH_HLEN + IP_HLEN;
-	ic[0] = 8;
-	ic[1] = 0;
-	put16(ic + 2, 0);
-	put16(ic + 4, id);
-	put16(ic + 6, seq);
-	for (uint32_t i = 0; i < payload; i++)
-		ic[ICMP_HLEN + i] = (uint8_t)i;
-	put16(ic + 2, csum_fold(csum_add(0, ic, ICMP_HLEN + payload)));
-	if (total < 60)
-		memset(f + total, 0, 60 - total);
-	if (vnet_tx_commit(&nif->vn, f, pad(total)) < 0)
-		return -1;
-	nif->tx++;
-	return 0;
 }
 
 void net_print_counters(struct netif *nif)
