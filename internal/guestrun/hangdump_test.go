@@ -64,9 +64,11 @@ func TestHangDump(t *testing.T) {
 		}
 	}
 
-	// Output every 100 ms: no dump within 2 s of a 1 s limit.
+	// Output every 100 ms for 2 s: no dump with a limit 100 times that
+	// interval (a 1 s limit was crossed between two ticks on a loaded CI
+	// host, where forking sleep(1) took that long).
 	dir2 := t.TempDir()
-	p, err = Start(Options{HangDump: time.Second, HangDumpDir: dir2}, "/bin/sh", "-c",
+	p, err = Start(Options{HangDump: 10 * time.Second, HangDumpDir: dir2}, "/bin/sh", "-c",
 		"for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do echo tick; sleep 0.1; done")
 	if err != nil {
 		t.Fatal(err)
