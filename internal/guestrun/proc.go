@@ -327,6 +327,12 @@ type procSet struct {
 
 func (s *procSet) add(p *Proc)    { s.mu.Lock(); s.m[p] = struct{}{}; s.mu.Unlock() }
 func (s *procSet) remove(p *Proc) { s.mu.Lock(); delete(s.m, p); s.mu.Unlock() }
+func (s *procSet) has(p *Proc) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[p]
+	return ok
+}
 
 // KillAll kills every VMM started by Start that is still running and returns
 // how many it killed. A test binary's TestMain calls it after m.Run: a test
