@@ -153,6 +153,10 @@ func load(img []byte, limit int64, cache PayloadCache) (*Kernel, error) {
 	if uint64(len(pm)) > layout.PCIHoleStart-layout.KernelLoadAddr {
 		return nil, fmt.Errorf("%w: protected-mode kernel of %d bytes does not fit below %#x", ErrPayload, len(pm), uint64(layout.PCIHoleStart))
 	}
+	if uint64(len(pm)) <= Entry64Offset {
+		// The vCPU would start outside everything loaded (found by FuzzLoad).
+		return nil, fmt.Errorf("%w: protected-mode kernel of %d bytes ends before its 64-bit entry at +%#x", ErrPayload, len(pm), Entry64Offset)
+	}
 	seg := Segment{GPA: layout.KernelLoadAddr, Data: pm, MemSize: uint64(len(pm))}
 	return &Kernel{
 		Header: h, Segments: []Segment{seg},
