@@ -77,12 +77,21 @@ func tapStat(ns, name string) (uint64, error) {
 }
 
 // govmNetArgv is govm booting the test kernel with a tap inside the
-// namespace whose host side is hostIP.
+// namespace whose host side is hostIP, printing its queue counters and
+// ring indexes on stderr at the end (--stats) for logOnFailure.
 func govmNetArgv(ns, cmdline string) []string {
 	return []string{"ip", "netns", "exec", ns, govmBin, "run", "--kernel", testKernel,
-		"-m", "256M", "--no-default-params", "--debug-exit", "-p",
+		"-m", "256M", "--no-default-params", "--debug-exit", "--stats", "-p",
 		"net.ip=" + guestIP + " net.peer=" + hostIP + " " + cmdline,
 		"--net", "tap,ifname=" + tapName + ",host-ip=" + hostIP + "/24"}
+}
+
+// govmNetEnv puts env assignments (KEY=VALUE) into govmNetArgv's command,
+// inside the namespace, for govm alone.
+func govmNetEnv(argv []string, env ...string) []string {
+	out := append([]string{}, argv[:4]...) // ip netns exec NS
+	out = append(append(append(out, "env"), env...), argv[4:]...)
+	return out
 }
 
 // vmRun is a VM running in the background.
@@ -106,8 +115,25 @@ func startVM(t *testing.T, timeout time.Duration, argv []string) *vmRun {
 		defer close(v.done)
 		v.out, v.err = guestrun.Run(ctx, timeout, argv...)
 	}()
-	t.Cleanup(func() { <-v.done }) // killed by then (ctx): reaped before the netns goes
+	t.Cleanup(func() {
+		<-v.done // killed by then (ctx): reaped before the netns goes
+		v.logOnFailure(t)
+	})
 	return v
+}
+
+// logOnFailure logs everything the VM said when its test failed: the whole
+// serial (every RESULT line with the guest's counters, BAD_RING and rx
+// error lines) and govm's stderr (its --stats lines: per-queue counters and
+// ring indexes, watchdog reports). A failure message quoting one RESULT
+// value cannot tell a lost notification from a slow host; these can.
+func (v *vmRun) logOnFailure(t *testing.T) {
+	t.Helper()
+	if !t.Failed() || v.out == nil {
+		return
+	}
+	t.Logf("VM (exit %d after %v, timed out %v) serial:\n%s\nstderr:\n%s",
+		v.out.ExitCode, v.out.Elapsed.Round(time.Millisecond), v.out.TimedOut, v.out.Serial, v.out.Stderr)
 }
 
 // wait returns the VM's output once it exited; it fails the test if it
