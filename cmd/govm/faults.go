@@ -11,7 +11,7 @@ import (
 
 // parseFaults reads GOVM_FAULTS, the contributors' switch for injecting
 // lost notifications into every virtio device, to prove the watchdog
-// (docs/usage.md): "drop-irq=N,drop-kick=N,delay-irq=DURATION", any
+// (docs/usage.md): "drop-irq=N,drop-kick=N,delay-irq=DURATION,delay-kick=DURATION", any
 // subset; empty means none.
 func parseFaults(s string) (virtiopci.Faults, error) {
 	var f virtiopci.Faults
@@ -28,11 +28,13 @@ func parseFaults(s string) (virtiopci.Faults, error) {
 			f.DropKick, err = strconv.ParseUint(v, 10, 64)
 		case "delay-irq":
 			f.DelayInterrupt, err = time.ParseDuration(v)
+		case "delay-kick":
+			f.DelayKick, err = time.ParseDuration(v)
 		default:
 			err = fmt.Errorf("unknown fault %q", k)
 		}
 		if err != nil {
-			return f, fmt.Errorf("GOVM_FAULTS %q: %v (want drop-irq=N,drop-kick=N,delay-irq=DURATION)", s, err)
+			return f, fmt.Errorf("GOVM_FAULTS %q: %v (want drop-irq=N,drop-kick=N,delay-irq=DURATION,delay-kick=DURATION)", s, err)
 		}
 	}
 	return f, nil

@@ -143,13 +143,23 @@ func TestNetBursts(t *testing.T) {
 			for _, poll := range []int{0, 1} {
 				name := fmt.Sprintf("event_idx=%d,mrg=%d,poll=%d", event, mrg, poll)
 				knobs := fmt.Sprintf("net.event_idx=%d net.mrg=%d net.poll=%d", event, mrg, poll)
-				t.Run(name, func(t *testing.T) { burstRun(t, knobs) })
+				t.Run(name, func(t *testing.T) { burstRun(t, knobs, "") })
 			}
 		}
 	}
+	// A device goroutine the host schedules late (here every kick
+	// reaches the device 300 ms after the driver wrote it, which CI's
+	// loaded runs do at random): the guest's last ack sat in the TX ring
+	// when it reported and powered off, and the host waited 10 s for
+	// "ack 5" (issue 8's flaky failure). Nothing may be lost, only late.
+	t.Run("event_idx=0,mrg=1,poll=0,delay-kick", func(t *testing.T) {
+		burstRun(t, "net.event_idx=0 net.mrg=1 net.poll=0", "delay-kick=300ms")
+	})
 }
 
-func burstRun(t *testing.T, knobs string) {
+// burstRun runs net-burst with the guest's knobs; faults, if not empty, is
+// govm's GOVM_FAULTS.
+func burstRun(t *testing.T, knobs, faults string) {
 	ns := newNetns(t)
 	sink := listenBurst(t, ns, burstPort)
 	ctl := listenBurst(t, ns, burstPort+2)
@@ -166,9 +176,13 @@ func burstRun(t *testing.T, knobs string) {
 			}
 		}
 	}()
-	v := startVM(t, 240*time.Second, govmNetArgv(ns, fmt.Sprintf(
+	argv := govmNetArgv(ns, fmt.Sprintf(
 		"test=net-burst net.bursts=%d net.burst_bytes=%d net.burst_gap_ms=%d net.burst_wait_ms=%d net.burst_port=%d %s",
-		burstCount, burstBytes, burstGap.Milliseconds(), burstWait.Milliseconds(), burstPort, knobs)))
+		burstCount, burstBytes, burstGap.Milliseconds(), burstWait.Milliseconds(), burstPort, knobs))
+	if faults != "" {
+		argv = govmNetEnv(argv, "GOVM_FAULTS="+faults)
+	}
+	v := startVM(t, 240*time.Second, argv)
 	waitReachable(t, ns, v, 30*time.Second)
 	// A whole burst may sit in the tap's queue while the guest is busy:
 	// make the queue longer than a burst so the kernel drops nothing.
@@ -197,8 +211,9 @@ func burstRun(t *testing.T, knobs string) {
 		}
 		sendSpan[k] = time.Since(t0)
 		if !waitAck(ctl, k, t0.Add(burstWait+burstSlack)) {
-			t.Errorf("host->guest burst %d: no ack within %v while nothing else was sent: "+
-				"the guest never saw the whole burst (a lost interrupt or RX kick)", k, burstWait)
+			// Why is the guest's to say (net-burst-rx below): it
+			// never had the whole burst, or its ack never left.
+			t.Errorf("host->guest burst %d: no ack within %v while nothing else was sent", k, burstWait)
 			break
 		}
 		acked++
@@ -237,9 +252,16 @@ func burstRun(t *testing.T, knobs string) {
 		fromGuest.mu.Unlock()
 	}
 
-	// Host -> guest.
-	if !rx.Pass || acked != burstCount {
-		t.Errorf("net-burst-rx failed: got=%s complete=%s lost=%s", rx.KV["got"], rx.KV["complete"], rx.KV["lost"])
+	// Host -> guest. The guest's verdict first: it names the side.
+	if !rx.Pass {
+		t.Errorf("net-burst-rx failed: got=%s complete=%s lost=%s (a burst never completed: a lost "+
+			"interrupt or RX kick) tx_unsent=%s (acks the device never sent: a lost TX kick); see rx_bad, "+
+			"rx_missing and BAD_RING in the serial", rx.KV["got"], rx.KV["complete"], rx.KV["lost"], rx.KV["tx_unsent"])
+		return
+	}
+	if acked != burstCount {
+		t.Errorf("net-burst-rx passed (every burst complete, acks the device never sent: tx_unsent=%s) "+
+			"but the host had only %d of %d acks", rx.KV["tx_unsent"], acked, burstCount)
 		return
 	}
 	guestRecv := usList(t, rx, "recv_us")

@@ -13,6 +13,12 @@ type Faults struct {
 	DropInterrupt  uint64        // drop the Nth used-buffer signal of the device (1-based; 0 = none)
 	DropKick       uint64        // drop the Nth driver notification of the device (1-based; 0 = none)
 	DelayInterrupt time.Duration // raise every used-buffer interrupt this much later
+	// DelayKick wakes the queue's device this much after each driver
+	// notification: a device goroutine the host schedules late, which
+	// a loaded host does to us at random, made deterministic. Nothing
+	// is lost; a driver that reports (or powers off) without waiting
+	// for the device to use what it queued is caught by it.
+	DelayKick time.Duration
 }
 
 // faultState counts towards the Nth signal and kick.
@@ -41,6 +47,17 @@ func (d *Transport) dropKick() bool {
 		return true
 	}
 	return false
+}
+
+// kick passes a driver notification of queue q to its device: at once,
+// or DelayKick later. The kick channels are never replaced, so a late
+// kick after a reset only costs the device a look at an empty ring.
+func (d *Transport) kick(q int) {
+	if f := d.faults; f != nil && f.DelayKick > 0 {
+		time.AfterFunc(f.DelayKick, func() { d.KickQueue(q) })
+		return
+	}
+	d.KickQueue(q)
 }
 
 // faultSignal applies the interrupt faults to a used-buffer signal of

@@ -72,3 +72,24 @@ func TestQueueCountersAndFaults(t *testing.T) {
 		t.Fatalf("delivered %d after a recovery and the late delivery, want 1", d)
 	}
 }
+
+// TestDelayedKick: with DelayKick a notification is counted at once and
+// reaches the device's kick channel only later (an hour here, so "not at
+// once" holds on any host); with a short delay it does arrive.
+func TestDelayedKick(t *testing.T) {
+	r := newRig(t)
+	r.d.SetFaults(Faults{DelayKick: time.Hour})
+	r.wr(LegacyQueueNotify, 2, 1)
+	select {
+	case <-r.d.kicks[1]:
+		t.Fatal("a kick delayed by an hour reached the device at once")
+	default:
+	}
+	if n := r.d.Stats().Queues[1].Notifies; n != 1 {
+		t.Fatalf("notifies %d, want 1 (counted when the driver wrote it)", n)
+	}
+	r2 := newRig(t)
+	r2.d.SetFaults(Faults{DelayKick: time.Millisecond})
+	r2.wr(LegacyQueueNotify, 2, 0)
+	<-r2.d.kicks[0] // the test's timeout is the bound
+}

@@ -138,7 +138,7 @@ func (d *Transport) eventLoop(ev *notifyEventFD, qe *queueEventFD) {
 		}
 		d.counters.eventfds.Add(1)
 		d.qcounters[qe.queue].eventfds.Add(1)
-		d.KickQueue(qe.queue)
+		d.kick(qe.queue)
 	}
 }
 

@@ -269,7 +269,7 @@ func (d *Transport) writeReg(off uint16, data []byte) {
 		}
 		d.counters.notifies.Add(1)
 		d.qcounters[v].notifies.Add(1)
-		d.KickQueue(int(v))
+		d.kick(int(v))
 	case off == LegacyStatus && len(data) == 1:
 		d.writeStatus(uint8(v))
 	default:
