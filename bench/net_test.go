@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/govm/govm/internal/guestrun"
+	"github.com/govm/govm/internal/netnstest"
 )
 
 // Network benchmark: the test kernel's net-bench (guest TX and RX packets/s at
@@ -141,7 +142,7 @@ func (s sample) addCPU(phase string, d CPUSample, frames int64) {
 }
 
 // netCmdline runs net-bench, then net-echo for ping -f until "quit".
-const netCmdline = "test=net-bench,net-echo net.ip=" + netGuestIP + " net.peer=" + netHostIP +
+const netCmdline = "test=net-bench,net-echo net.ip=" + netnstest.GuestIP + " net.peer=" + netnstest.HostIP +
 	" bench.ms=2000 net.serve_ms=120000"
 
 // netRun boots one VMM in ns (argv already wrapped in ip netns exec), runs

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/internal/netnstest"
 )
 
 // Polled-driver ping benchmark: the guest's driver is the minimal one of issue
@@ -19,7 +21,7 @@ import (
 // netPollPings is the ping count per run; ~1 s at QEMU's rate on a quiet host.
 const netPollPings = 20000
 
-const netPollCmdline = "test=net-echo net.ip=" + netGuestIP + " net.peer=" + netHostIP +
+const netPollCmdline = "test=net-echo net.ip=" + netnstest.GuestIP + " net.peer=" + netnstest.HostIP +
 	" net.mac_only=1 net.poll=1 net.rx_bufs=128 net.serve_ms=120000"
 
 // netPollRun boots one VMM in ns, waits until the guest answers, runs ping -f

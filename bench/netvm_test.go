@@ -16,11 +16,6 @@ import (
 // a tap in it, the two VMMs' command lines, reaching and quitting the guest,
 // and reading ping's report. Nothing leaves the namespace.
 
-const (
-	netGuestIP = "10.0.2.15"
-	netHostIP  = "10.0.2.1"
-)
-
 // benchNetns creates a namespace (lo up), deleted when the benchmark ends.
 func benchNetns(tb testing.TB) string {
 	ns, err := netnstest.New(tb, "govm-bench")
@@ -40,7 +35,7 @@ func nsCmd(ns string, argv ...string) *exec.Cmd {
 
 // govmNetArgv runs govm inside ns; govm creates tap0 there itself.
 func govmNetArgv(tb testing.TB, ns, cmdline string) []string {
-	argv := govmArgv(tb, testKernel(tb), cmdline, "--net", "tap,ifname=tap0,host-ip="+netHostIP+"/24")
+	argv := govmArgv(tb, testKernel(tb), cmdline, "--net", "tap,ifname=tap0,host-ip="+netnstest.HostIP+"/24")
 	return append([]string{"ip", "netns", "exec", ns}, argv...)
 }
 
@@ -51,7 +46,7 @@ func govmNetArgv(tb testing.TB, ns, cmdline string) []string {
 func qemuNetArgv(tb testing.TB, ns, cmdline string) []string {
 	for _, c := range [][]string{
 		{"ip", "-n", ns, "tuntap", "add", "dev", "tap0", "mode", "tap", "vnet_hdr"},
-		{"ip", "-n", ns, "addr", "add", netHostIP + "/24", "dev", "tap0"},
+		{"ip", "-n", ns, "addr", "add", netnstest.HostIP + "/24", "dev", "tap0"},
 		{"ip", "-n", ns, "link", "set", "tap0", "up"},
 	} {
 		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
@@ -68,7 +63,7 @@ func qemuNetArgv(tb testing.TB, ns, cmdline string) []string {
 // waitReachable pings the guest until it answers (net-echo is serving).
 func waitReachable(ns string, v *VMM, within time.Duration) error {
 	for end := time.Now().Add(within); time.Now().Before(end); {
-		if nsCmd(ns, "ping", "-c", "1", "-W", "1", netGuestIP).Run() == nil {
+		if nsCmd(ns, "ping", "-c", "1", "-W", "1", netnstest.GuestIP).Run() == nil {
 			return nil
 		}
 		if _, _, done := v.LineAt("SUMMARY "); done {
@@ -76,7 +71,7 @@ func waitReachable(ns string, v *VMM, within time.Duration) error {
 		}
 	}
 	return fmt.Errorf("guest %s did not answer ping within %v\nserial: %s\nstderr: %s",
-		netGuestIP, within, v.Serial(), v.Stderr())
+		netnstest.GuestIP, within, v.Serial(), v.Stderr())
 }
 
 // quitGuest sends "quit" to the guest's UDP port 9 until a line starting with
@@ -85,7 +80,7 @@ func waitReachable(ns string, v *VMM, within time.Duration) error {
 // (LineAt, not WaitLine: a WaitLine timeout kills the VMM.)
 func quitGuest(ns string, v *VMM, until string) error {
 	for i := 0; i < 20; i++ {
-		nsCmd(ns, "bash", "-c", "echo -n quit > /dev/udp/"+netGuestIP+"/9").Run()
+		nsCmd(ns, "bash", "-c", "echo -n quit > /dev/udp/"+netnstest.GuestIP+"/9").Run()
 		for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 			if _, _, ok := v.LineAt(until); ok {
 				return nil
@@ -122,7 +117,7 @@ func pingFloodCPU(ns string, v *VMM, vmm string, pid, count int, limit time.Dura
 		return pingReport{}, CPUSample{}, err
 	}
 	out, err := nsCmd(ns, "timeout", strconv.Itoa(int(limit/time.Second)), "ping", "-q", "-f", "-c",
-		strconv.Itoa(count), netGuestIP).CombinedOutput()
+		strconv.Itoa(count), netnstest.GuestIP).CombinedOutput()
 	if err != nil {
 		return pingReport{}, CPUSample{}, fmt.Errorf("ping -f (VMM %s): %v\n%s\nserial: %s", vmm, err, out, v.Serial())
 	}

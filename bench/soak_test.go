@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/internal/netnstest"
 )
 
 // The soak (issue 8): `ping -f -c 1000000` from the host to the guest while the
@@ -138,7 +140,7 @@ func TestNetSoak(t *testing.T) {
 	defer func() { sink.Close(); <-done }()
 
 	cmdline := fmt.Sprintf("test=net-flood,net-echo net.ip=%s net.peer=%s net.flood=udp net.flood_port=%d "+
-		"net.flood_count=%d net.flood_ms=%d net.serve_ms=%d", netGuestIP, netHostIP, soakPort,
+		"net.flood_count=%d net.flood_ms=%d net.serve_ms=%d", netnstest.GuestIP, netnstest.HostIP, soakPort,
 		1000*int64(count), limit.Milliseconds(), (limit + time.Minute).Milliseconds())
 	argv := govmNetArgv(t, ns, cmdline)
 	switch vmm := os.Getenv("GOVM_NET_SOAK_VMM"); vmm {
@@ -160,7 +162,7 @@ func TestNetSoak(t *testing.T) {
 	}
 
 	replies := &replyMeter{}
-	ping := nsCmd(ns, "timeout", strconv.Itoa(int(limit/time.Second)), "ping", "-f", "-c", strconv.Itoa(count), netGuestIP)
+	ping := nsCmd(ns, "timeout", strconv.Itoa(int(limit/time.Second)), "ping", "-f", "-c", strconv.Itoa(count), netnstest.GuestIP)
 	ping.Stdout, ping.Stderr = replies, replies
 	start := time.Now()
 	pingErr := ping.Run()

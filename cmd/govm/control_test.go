@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/govm/govm/api"
+	"github.com/govm/govm/internal/netnstest"
 )
 
 // consoleVM is a govm running the test kernel's console test (it polls the
@@ -355,7 +356,7 @@ func TestPauseHoldsDevices(t *testing.T) {
 	}
 	before := rx()
 	// Ten echo requests while paused: they cannot be answered now.
-	_ = nsExec(ns, "ping", "-c", "10", "-i", "0.1", "-W", "1", guestIP).Run()
+	_ = nsExec(ns, "ping", "-c", "10", "-i", "0.1", "-W", "1", netnstest.GuestIP).Run()
 	after := rx()
 	if after.UsedIdx != before.UsedIdx || after.Chains != before.Chains {
 		t.Fatalf("RX took buffers while paused: used idx %d -> %d, chains %d -> %d",
@@ -366,7 +367,7 @@ func TestPauseHoldsDevices(t *testing.T) {
 	}
 	// The frames held in the tap (at least the ten requests) arrive.
 	waitFor(t, 30*time.Second, "the held frames to be delivered", func() bool { return rx().Chains >= after.Chains+10 })
-	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", guestIP).CombinedOutput()
+	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", netnstest.GuestIP).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0% packet loss") {
 		t.Errorf("ping -c 3 after resume: %v\n%s", err, out)
 	}

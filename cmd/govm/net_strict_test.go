@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/internal/netnstest"
 )
 
 // pingFlood runs ping -f -q inside ns, bounded by count and by -w seconds,
@@ -23,7 +25,7 @@ func pingFlood(t *testing.T, ns string, count, preload, size, deadline int) (sen
 	if preload > 1 {
 		argv = append(argv, "-l", fmt.Sprint(preload))
 	}
-	b, _ := nsExec(ns, append(argv, guestIP)...).CombinedOutput()
+	b, _ := nsExec(ns, append(argv, netnstest.GuestIP)...).CombinedOutput()
 	sent, recv, ok := pingSummary(string(b))
 	if !ok {
 		t.Errorf("ping %v: no summary line\n%s", argv, b)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/govm/govm/internal/guestrun"
+	"github.com/govm/govm/internal/netnstest"
 )
 
 func TestNetPing(t *testing.T) {
@@ -28,7 +29,7 @@ func TestNetPing(t *testing.T) {
 	ns := newNetns(t)
 	v := startVM(t, 90*time.Second, govmNetArgv(ns, "test=net-echo net.serve_ms=60000"))
 	waitReachable(t, ns, v, 30*time.Second)
-	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", guestIP).CombinedOutput()
+	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", netnstest.GuestIP).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0% packet loss") {
 		t.Errorf("ping -c 3: %v\n%s", err, out)
 	}
@@ -65,7 +66,7 @@ func TestNetPingFloodBothWays(t *testing.T) {
 		"test=net-flood,net-echo net.flood=udp net.flood_count=3000000 net.flood_ms=40000 net.serve_ms=150000"))
 	waitReachable(t, ns, v, 30*time.Second)
 
-	ping := nsExec(ns, "timeout", "120", "ping", "-f", "-c", fmt.Sprint(pings), guestIP)
+	ping := nsExec(ns, "timeout", "120", "ping", "-f", "-c", fmt.Sprint(pings), netnstest.GuestIP)
 	pingOut := &replyCounter{}
 	ping.Stdout, ping.Stderr = pingOut, pingOut
 	start := time.Now()
@@ -109,7 +110,7 @@ sample:
 		lastLineWith(pingOut.String(), "rtt"))
 
 	// After the flood, normal ping still works.
-	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", guestIP).CombinedOutput()
+	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", netnstest.GuestIP).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), " 0% packet loss") {
 		t.Errorf("ping -c 3 after the flood: %v\n%s", err, out)
 	}
@@ -197,13 +198,13 @@ func TestNetUDPEcho(t *testing.T) {
 			var conn *net.UDPConn
 			var err error
 			inNetns(t, ns, func() {
-				conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(hostIP)})
+				conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(netnstest.HostIP)})
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			retries, bad := udpEcho(t, conn, &net.UDPAddr{IP: net.ParseIP(guestIP), Port: 7}, udpSizes())
+			retries, bad := udpEcho(t, conn, &net.UDPAddr{IP: net.ParseIP(netnstest.GuestIP), Port: 7}, udpSizes())
 			quitGuest(t, ns, v)
 			o := v.wait(t)
 			r := result(t, o, "net-echo")
@@ -315,7 +316,7 @@ func TestNetBadInput(t *testing.T) {
 		})
 	}
 	// The holder was not disturbed.
-	if out, err := nsExec(ns, "ping", "-c", "2", "-W", "2", guestIP).CombinedOutput(); err != nil {
+	if out, err := nsExec(ns, "ping", "-c", "2", "-W", "2", netnstest.GuestIP).CombinedOutput(); err != nil {
 		t.Errorf("the first VM stopped answering after the busy-tap attempt: %v\n%s", err, out)
 	}
 	quitGuest(t, ns, holder)
@@ -348,10 +349,10 @@ func TestNetLinuxL3(t *testing.T) {
 	needNetns(t)
 	kernel, initrd := needFullLinux(t)
 	ns := newNetns(t)
-	script := "sleep 3; echo govm-l3: ping done; ping -q -A -c 10000 -w 120 " + hostIP + "; sleep 300"
+	script := "sleep 3; echo govm-l3: ping done; ping -q -A -c 10000 -w 120 " + netnstest.HostIP + "; sleep 300"
 	argv := []string{"ip", "netns", "exec", ns, govmBin, "run", "--kernel", kernel, "--initrd", initrd,
-		"-m", "512M", "-p", "govm.ip=" + guestIP + "/24 govm.cmd=" + hex.EncodeToString([]byte(script)),
-		"--net", "tap,ifname=" + tapName + ",host-ip=" + hostIP + "/24"}
+		"-m", "512M", "-p", "govm.ip=" + netnstest.GuestIP + "/24 govm.cmd=" + hex.EncodeToString([]byte(script)),
+		"--net", "tap,ifname=" + tapName + ",host-ip=" + netnstest.HostIP + "/24"}
 	v := &vmRun{done: make(chan struct{})}
 	go func() {
 		defer close(v.done)
@@ -361,7 +362,7 @@ func TestNetLinuxL3(t *testing.T) {
 		}, argv...)
 	}()
 	waitReachable(t, ns, v, 300*time.Second)
-	out, err := nsExec(ns, "timeout", "120", "ping", "-q", "-f", "-c", "10000", guestIP).CombinedOutput()
+	out, err := nsExec(ns, "timeout", "120", "ping", "-q", "-f", "-c", "10000", netnstest.GuestIP).CombinedOutput()
 	if sent, recv, ok := pingSummary(string(out)); err != nil || !ok || sent != recv {
 		t.Errorf("ping -f host->guest: %v\n%s", err, out)
 	}

@@ -17,11 +17,9 @@ import (
 	"github.com/govm/govm/internal/netnstest"
 )
 
-const (
-	guestIP = "10.0.2.15"
-	hostIP  = "10.0.2.1"
-	tapName = "tap0"
-)
+// The test network's addresses are netnstest.GuestIP and netnstest.HostIP;
+// govm creates the tap under this name inside the namespace.
+const tapName = "tap0"
 
 // needNetns skips, with the reason, when namespaces cannot be made here
 // (not root, no ip(8)); everything else about the host is required.
@@ -77,13 +75,13 @@ func tapStat(ns, name string) (uint64, error) {
 }
 
 // govmNetArgv is govm booting the test kernel with a tap inside the
-// namespace whose host side is hostIP, printing its queue counters and
+// namespace whose host side is netnstest.HostIP, printing its queue counters and
 // ring indexes on stderr at the end (--stats) for logOnFailure.
 func govmNetArgv(ns, cmdline string) []string {
 	return []string{"ip", "netns", "exec", ns, govmBin, "run", "--kernel", testKernel,
 		"-m", "256M", "--no-default-params", "--debug-exit", "--stats", "-p",
-		"net.ip=" + guestIP + " net.peer=" + hostIP + " " + cmdline,
-		"--net", "tap,ifname=" + tapName + ",host-ip=" + hostIP + "/24"}
+		"net.ip=" + netnstest.GuestIP + " net.peer=" + netnstest.HostIP + " " + cmdline,
+		"--net", "tap,ifname=" + tapName + ",host-ip=" + netnstest.HostIP + "/24"}
 }
 
 // govmNetEnv puts env assignments (KEY=VALUE) into govmNetArgv's command,
@@ -165,7 +163,7 @@ func waitReachable(t *testing.T, ns string, v *vmRun, within time.Duration) {
 	t.Helper()
 	end := time.Now().Add(within)
 	for time.Now().Before(end) && !v.exited() {
-		if nsExec(ns, "ping", "-c", "1", "-W", "1", guestIP).Run() == nil {
+		if nsExec(ns, "ping", "-c", "1", "-W", "1", netnstest.GuestIP).Run() == nil {
 			return
 		}
 	}
@@ -173,7 +171,7 @@ func waitReachable(t *testing.T, ns string, v *vmRun, within time.Duration) {
 		o := v.wait(t)
 		t.Fatalf("vm exited before answering ping (exit %d)\nserial:\n%s\nstderr:\n%s", o.ExitCode, o.Serial, o.Stderr)
 	}
-	t.Fatalf("guest %s did not answer ping within %v", guestIP, within)
+	t.Fatalf("guest %s did not answer ping within %v", netnstest.GuestIP, within)
 }
 
 // inNetns runs fn inside ns (netnstest.Do): sockets fn creates belong to
@@ -189,7 +187,7 @@ func inNetns(t *testing.T, ns string, fn func()) {
 func quitGuest(t *testing.T, ns string, v *vmRun) {
 	t.Helper()
 	for i := 0; i < 20 && !v.exited(); i++ {
-		nsExec(ns, "bash", "-c", "echo -n quit > /dev/udp/"+guestIP+"/9").Run()
+		nsExec(ns, "bash", "-c", "echo -n quit > /dev/udp/"+netnstest.GuestIP+"/9").Run()
 		select {
 		case <-v.done:
 		case <-time.After(500 * time.Millisecond):

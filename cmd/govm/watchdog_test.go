@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/govm/govm/api"
+	"github.com/govm/govm/internal/netnstest"
 )
 
 // testWatchdogT is the watchdog period the tests use: short, so a test
@@ -160,8 +161,8 @@ func TestWatchdogRXStarvation(t *testing.T) {
 	waitFor(t, 30*time.Second, "the tap", func() bool { return linkExists(ns, tapName) })
 	// A neighbour entry, so ping sends IPv4 frames without waiting for
 	// the stalled guest's ARP reply.
-	nsCmd(t, ns, "ip", "neigh", "replace", guestIP, "lladdr", "52:54:00:12:34:56", "dev", tapName)
-	_ = nsExec(ns, "ping", "-c", "40", "-i", "0.05", "-W", "1", guestIP).Run()
+	nsCmd(t, ns, "ip", "neigh", "replace", netnstest.GuestIP, "lladdr", "52:54:00:12:34:56", "dev", tapName)
+	_ = nsExec(ns, "ping", "-c", "40", "-i", "0.05", "-W", "1", netnstest.GuestIP).Run()
 	want := regexp.MustCompile(`govm: watchdog: rx_starvation on net 0 \(tap0\) queue 0 \(rx\): frames have waited in the backend for .* with no receive buffers posted; .*at fault: driver-side stall`)
 	waitFor(t, 60*time.Second, "the RX starvation report", func() bool { return want.MatchString(vm.stderr.String()) })
 	if n := strings.Count(vm.stderr.String(), "govm: watchdog: "); n != 1 {
@@ -169,14 +170,14 @@ func TestWatchdogRXStarvation(t *testing.T) {
 	}
 	// After the stall the guest serves again: nothing was lost. (The
 	// made-up neighbour goes, so ping learns the guest's real MAC.)
-	nsCmd(t, ns, "ip", "neigh", "del", guestIP, "dev", tapName)
+	nsCmd(t, ns, "ip", "neigh", "del", netnstest.GuestIP, "dev", tapName)
 	waitFor(t, 60*time.Second, "the guest to answer ping after its stall", func() bool {
-		return nsExec(ns, "ping", "-c", "1", "-W", "1", guestIP).Run() == nil
+		return nsExec(ns, "ping", "-c", "1", "-W", "1", netnstest.GuestIP).Run() == nil
 	})
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	for i := 0; i < 40; i++ {
-		_ = nsExec(ns, "bash", "-c", "echo -n quit > /dev/udp/"+guestIP+"/9").Run()
+		_ = nsExec(ns, "bash", "-c", "echo -n quit > /dev/udp/"+netnstest.GuestIP+"/9").Run()
 		select {
 		case <-done:
 			i = 40

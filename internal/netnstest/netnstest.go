@@ -14,6 +14,15 @@ import (
 	"github.com/vishvananda/netns"
 )
 
+// The test network, one /24 per namespace: the guest's address (the test
+// kernel's net.ip) and the host side's, on the tap (govm's --net host-ip,
+// the kernel's net.peer). Every namespace is its own world, so all tests and
+// benchmarks use the same two.
+const (
+	GuestIP = "10.0.2.15"
+	HostIP  = "10.0.2.1"
+)
+
 var seq atomic.Int32
 
 // New creates a namespace named prefix-PID-N with lo up and deletes it (and
