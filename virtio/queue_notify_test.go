@@ -1,6 +1,7 @@
 package virtio_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -200,11 +201,11 @@ func TestDisableEnableNotify(t *testing.T) {
 }
 
 // runDevice serves q with the queue core's serve loop (virtio.Server, the
-// one every govm device uses): each chain's 2-byte request comes back
-// byte-swapped.
+// one every govm device uses) making an interrupt decision every batch
+// chains: each chain's 2-byte request comes back byte-swapped.
 func runDevice(t *testing.T, mem *guestmem.Memory, q *virtio.Queue, kick <-chan struct{},
-	intr virtio.Interrupt, stop <-chan struct{}) {
-	srv := virtio.Server{Mem: mem, Queue: q, Kick: kick, Intr: intr, Stop: stop, Batch: 3}
+	intr virtio.Interrupt, stop <-chan struct{}, batch int) {
+	srv := virtio.Server{Mem: mem, Queue: q, Kick: kick, Intr: intr, Stop: stop, Batch: batch}
 	err := srv.Serve(func(c *virtio.Chain) (uint32, error) {
 		var b [2]byte
 		c.Reader().Read(b[:])
@@ -218,13 +219,23 @@ func runDevice(t *testing.T, mem *guestmem.Memory, q *virtio.Queue, kick <-chan 
 
 // TestNoLostNotifications races a driver goroutine adding buffers (kicking
 // only when the device asks) against the device loop. A lost kick or a lost
-// interrupt leaves one side asleep and the test times out.
+// interrupt leaves one side asleep and the test times out. It runs with each
+// interrupt-decision timing a device uses: once per pass (Batch 0), after
+// every chain (1: virtio-blk), and every few chains.
 func TestNoLostNotifications(t *testing.T) {
 	const total = 20000
-	for _, tc := range []struct {
+	type tcase struct {
 		name     string
 		features uint64
-	}{{"flags", 0}, {"event idx", eventIdx}, {"event idx indirect", eventIdx | indirectFeatures}} {
+		batch    int
+	}
+	var cases []tcase
+	for _, batch := range []int{0, 1, 3} {
+		for _, f := range []tcase{{"flags", 0, 0}, {"event idx", eventIdx, 0}, {"event idx indirect", eventIdx | indirectFeatures, 0}} {
+			cases = append(cases, tcase{fmt.Sprintf("%s batch %d", f.name, batch), f.features, batch})
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := virtiotest.New(t, memSize, 8)
 			intr := virtiotest.NewRecordingInterrupt()
@@ -234,7 +245,7 @@ func TestNoLostNotifications(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				runDevice(t, a.Mem, a.Queues[0], a.Kicks[0], intr, stop)
+				runDevice(t, a.Mem, a.Queues[0], a.Kicks[0], intr, stop, tc.batch)
 			}()
 			defer func() { close(stop); wg.Wait() }()
 

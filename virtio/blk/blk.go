@@ -206,8 +206,9 @@ func (d *Device) Activate(a virtio.Activation) error {
 		return ErrActive
 	}
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
+	// Batch 1: an interrupt decision after every request (see worker).
 	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
-		Kick: a.Kicks[0], Intr: a.Intr, Stop: d.stop, Counters: &d.notify}}
+		Kick: a.Kicks[0], Intr: a.Intr, Stop: d.stop, Batch: 1, Counters: &d.notify}}
 	go w.run(d.done)
 	return nil
 }

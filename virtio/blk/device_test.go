@@ -224,3 +224,55 @@ func TestResetStopsAndReactivates(t *testing.T) {
 		t.Fatalf("empty activation = %v", err)
 	}
 }
+
+// heldBackend is a memBackend whose second read waits until release is
+// closed: a request the device is still executing.
+type heldBackend struct {
+	*memBackend
+	release chan struct{}
+	n       int // reads started; only the device goroutine reads
+}
+
+func (b *heldBackend) ReadAt(p []byte, off int64) (int, error) {
+	if b.n++; b.n == 2 {
+		<-b.release
+	}
+	return b.memBackend.ReadAt(p, off)
+}
+
+// TestInterruptAtFirstCompletion: with two requests in one pass and the
+// driver waiting for the first (used_event 0, or NO_INTERRUPT clear), the
+// device interrupts as soon as the first is used, while it still executes
+// the second. Deciding only once per pass would hold the first completion
+// back until the second is done: the guest's handler, which is emulated on
+// our hosts, and its refill would then never overlap the device's work.
+func TestInterruptAtFirstCompletion(t *testing.T) {
+	for _, features := range []uint64{0, virtio.Bit(virtio.FeatureRingEventIdx)} {
+		be := &heldBackend{memBackend: &memBackend{data: pattern(diskSectors)}, release: make(chan struct{})}
+		e := newEnvBackend(t, be, Config{}, features)
+		released := false
+		release := func() {
+			if !released {
+				released = true
+				close(be.release)
+			}
+		}
+		t.Cleanup(release) // before Reset: the device must not stay blocked
+		e.d.SetUsedEvent(0)
+		a := e.d.BuildChain([][]byte{header(TypeIn, 1)}, []int{SectorSize, 1})
+		b := e.d.BuildChain([][]byte{header(TypeIn, 2)}, []int{SectorSize, 1})
+		e.d.PublishAvail(a, b)
+		e.d.Kick()
+		if !e.intr.WaitFor(5*time.Second, func() bool { return e.intr.Used(0) == 1 }) {
+			release()
+			t.Fatalf("features %#x: no interrupt for the first request while the second runs (used idx %d)", features, e.d.UsedIdx())
+		}
+		if u := e.d.UsedIdx(); u != 1 {
+			t.Fatalf("features %#x: used idx %d at the interrupt, want 1", features, u)
+		}
+		release()
+		if !e.d.WaitUsedIdx(2, 5*time.Second) {
+			t.Fatalf("features %#x: second request not completed", features)
+		}
+	}
+}
