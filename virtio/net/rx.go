@@ -196,6 +196,7 @@ func (r *rx) readFrame() (rxState, error) {
 		if err := r.Signal(); err != nil {
 			return 0, err
 		}
+		r.c.backendWaits.Add(1)
 		err := r.be.WaitReadable()
 		if r.Stopped() {
 			return rxStopped, nil

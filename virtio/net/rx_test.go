@@ -48,6 +48,24 @@ func TestRXOneChainPerFrame(t *testing.T) {
 	}
 }
 
+// TestRXBackendWaits: holding a buffer with the backend empty, the device
+// waits on the backend and counts the wait (RX signals before each such
+// wait, so their number bounds its interrupts; govm run --stats shows it).
+func TestRXBackendWaits(t *testing.T) {
+	e := newEnv(t, 0, false)
+	e.rx.AddChain(nil, []int{hdrLenBase + maxFrame})
+	e.rx.KickIfNeeded()
+	deadline := time.Now().Add(2 * time.Second)
+	for e.dev.Stats().RX.BackendWaits < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s := e.dev.Stats().RX; s.BackendWaits < 1 || s.Chains != 1 || s.Frames != 0 {
+		t.Errorf("holding a buffer, backend empty: stats %v, want a backend wait", s)
+	}
+	e.be.inject(append(hdrWith(hdrLenBase), frame(60, 1)...))
+	e.waitUsed(e.rx, 1)
+}
+
 func TestRXMergeable(t *testing.T) {
 	e := newEnv(t, feat(FeatureMrgRxBuf), false)
 	for i := 0; i < 4; i++ {

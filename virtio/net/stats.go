@@ -10,13 +10,14 @@ import (
 
 // QueueStats says what one queue has been doing since New.
 type QueueStats struct {
-	Chains      uint64 // descriptor chains popped
-	Frames      uint64 // frames delivered to the guest (RX) or the backend (TX)
-	Bytes       uint64 // frame bytes, vnet header excluded
-	Kicks       uint64 // driver notifications the queue woke on
-	Interrupts  uint64 // used-buffer interrupts signalled
-	Suppressed  uint64 // interrupt decisions the driver's suppression said no to
-	BufferWaits uint64 // RX: times a frame waited for the driver to post buffers
+	Chains       uint64 // descriptor chains popped
+	Frames       uint64 // frames delivered to the guest (RX) or the backend (TX)
+	Bytes        uint64 // frame bytes, vnet header excluded
+	Kicks        uint64 // driver notifications the queue woke on
+	Interrupts   uint64 // used-buffer interrupts signalled
+	Suppressed   uint64 // interrupt decisions the driver's suppression said no to
+	BufferWaits  uint64 // RX: times a frame waited for the driver to post buffers
+	BackendWaits uint64 // RX: times the backend was found empty and waited on
 
 	DropTooLarge  uint64 // frame larger than the buffers (RX) or the limit (TX)
 	DropMalformed uint64 // TX chain too short or header breaking spec 5.1.6.2.1
@@ -29,14 +30,14 @@ type Stats struct{ RX, TX QueueStats }
 
 // String is one line for logs.
 func (s QueueStats) String() string {
-	return fmt.Sprintf("chains=%d frames=%d bytes=%d kicks=%d irqs=%d suppressed=%d waits=%d drops(large=%d malformed=%d backend=%d) read_errors=%d",
-		s.Chains, s.Frames, s.Bytes, s.Kicks, s.Interrupts, s.Suppressed, s.BufferWaits,
+	return fmt.Sprintf("chains=%d frames=%d bytes=%d kicks=%d irqs=%d suppressed=%d waits=%d backend_waits=%d drops(large=%d malformed=%d backend=%d) read_errors=%d",
+		s.Chains, s.Frames, s.Bytes, s.Kicks, s.Interrupts, s.Suppressed, s.BufferWaits, s.BackendWaits,
 		s.DropTooLarge, s.DropMalformed, s.DropBackend, s.ReadErrors)
 }
 
 type counters struct {
 	notify                                               virtio.NotifyCounters // kicks, interrupts: kept by the serve loop
-	chains, frames, bytes, bufferWaits                   atomic.Uint64
+	chains, frames, bytes, bufferWaits, backendWaits     atomic.Uint64
 	dropTooLarge, dropMalformed, dropBackend, readErrors atomic.Uint64
 }
 
@@ -44,7 +45,7 @@ func (c *counters) snapshot() QueueStats {
 	return QueueStats{
 		Chains: c.chains.Load(), Frames: c.frames.Load(), Bytes: c.bytes.Load(),
 		Kicks: c.notify.Kicks.Load(), Interrupts: c.notify.Interrupts.Load(),
-		Suppressed: c.notify.Suppressed.Load(), BufferWaits: c.bufferWaits.Load(),
+		Suppressed: c.notify.Suppressed.Load(), BufferWaits: c.bufferWaits.Load(), BackendWaits: c.backendWaits.Load(),
 		DropTooLarge: c.dropTooLarge.Load(), DropMalformed: c.dropMalformed.Load(),
 		DropBackend: c.dropBackend.Load(), ReadErrors: c.readErrors.Load(),
 	}
