@@ -51,10 +51,13 @@ func TestNetPing(t *testing.T) {
 }
 
 // TestNetPingFloodBothWays: `ping -f -c 100000` from the host while the
-// guest floods the host with UDP. Every second, until ping is done, ping's
-// replies (the backspaces ping -f prints per reply) and the frames from the
-// guest (the tap's rx_packets) must both move; ping must lose nothing, and
-// plain ping must still work afterwards.
+// guest floods the host with UDP. Until ping is done, ping's replies (the
+// backspaces ping -f prints per reply) and the frames from the guest (the
+// tap's rx_packets) must both move: a stretch of 1 s or more in which they
+// do not fails unless govm's threads spent it waiting for a CPU or stopped
+// (stallJudge; the guest's own max_stall_us is logged, not judged: its TSC
+// runs on while the host keeps the vCPU off the CPU). ping must lose
+// nothing, and plain ping must still work afterwards.
 func TestNetPingFloodBothWays(t *testing.T) {
 	needNetns(t)
 	if testing.Short() {
@@ -62,11 +65,15 @@ func TestNetPingFloodBothWays(t *testing.T) {
 	}
 	ns := newNetns(t)
 	const pings = 100000
-	v := startVM(t, 200*time.Second, govmNetArgv(ns,
-		"test=net-flood,net-echo net.flood=udp net.flood_count=3000000 net.flood_ms=40000 net.serve_ms=150000"))
+	// Bounded by count; the time bounds only end a hang. ping took 100 s
+	// at load 7 and 120 s at load 14 with govm stopped 2 s in every 20
+	// (it was killed at 120 s before), so it gets 400 s, and the guest
+	// serves (until the test's "quit") and the VM lives longer than that.
+	v := startVM(t, 500*time.Second, govmNetArgv(ns,
+		"test=net-flood,net-echo net.flood=udp net.flood_count=3000000 net.flood_ms=40000 net.serve_ms=450000"))
 	waitReachable(t, ns, v, 30*time.Second)
 
-	ping := nsExec(ns, "timeout", "120", "ping", "-f", "-c", fmt.Sprint(pings), netnstest.GuestIP)
+	ping := nsExec(ns, "timeout", "400", "ping", "-f", "-c", fmt.Sprint(pings), netnstest.GuestIP)
 	pingOut := &replyCounter{}
 	ping.Stdout, ping.Stderr = pingOut, pingOut
 	start := time.Now()
@@ -75,13 +82,37 @@ func TestNetPingFloodBothWays(t *testing.T) {
 	}
 	pingDone := make(chan error, 1)
 	go func() { pingDone <- ping.Wait() }()
+	hostStalls := 0
 
+	// Progress is frames from the guest (its flood and its replies) and
+	// ping's replies, sampled ten times a second; each stretch of 1 s or
+	// more in which they did not both move is judged by what the host
+	// gave govm's threads meanwhile (stall_test.go), not by its length.
 	var pingErr error
-	lastRX, _ := tapStat(ns, "rx_packets")
-	lastReplies := pingOut.replies.Load()
-	tick := time.NewTicker(time.Second)
+	vmm := guestrun.NetnsVMM(ns, govmBin)
+	if vmm == 0 {
+		t.Fatalf("no %s process in %s", govmBin, ns)
+	}
+	counts := func() []uint64 {
+		rx, err := tapRXPackets(vmm)
+		if err != nil {
+			t.Fatalf("reading the tap's counters: %v", err)
+		}
+		return []uint64{rx, uint64(pingOut.replies.Load())}
+	}
+	judge := newStallJudge(time.Second, start, counts(), guestrun.Threads(vmm))
+	judged := func(s *stall) {
+		switch {
+		case s == nil:
+		case s.hostStarved():
+			hostStalls++
+			t.Logf("%v: the host's (govm was kept off the CPU)", s)
+		default:
+			t.Errorf("%v: govm had the CPU and made no progress (a lost notification or a stuck thread)", s)
+		}
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	stalls := 0
 sample:
 	for {
 		select {
@@ -89,25 +120,16 @@ sample:
 			break sample
 		case <-tick.C:
 		}
-		rx, err := tapStat(ns, "rx_packets")
-		if err != nil {
-			t.Fatalf("reading tap statistics: %v", err)
-		}
-		replies := pingOut.replies.Load()
-		if rx == lastRX || replies == lastReplies {
-			stalls++
-			t.Errorf("%v into the flood: no progress for 1 s (frames from the guest %d -> %d, ping replies %d -> %d)",
-				time.Since(start).Round(time.Second), lastRX, rx, lastReplies, replies)
-		}
-		lastRX, lastReplies = rx, replies
+		judged(judge.observe(time.Now(), counts(), guestrun.Threads(vmm)))
 	}
+	judged(judge.finish(time.Now(), guestrun.Threads(vmm)))
 	elapsed := time.Since(start)
 	sent, recv, ok := pingSummary(pingOut.String())
 	if pingErr != nil || !ok || sent != pings || recv != pings {
 		t.Errorf("ping -f -c %d: %v, sent %d received %d\n%s", pings, pingErr, sent, recv, pingOut.String())
 	}
-	t.Logf("ping -f -c %d: %v, %d stalled seconds; %s", pings, elapsed.Round(time.Millisecond), stalls,
-		lastLineWith(pingOut.String(), "rtt"))
+	t.Logf("ping -f -c %d: %v, %d stalls of 1 s or more the host caused; %s", pings, elapsed.Round(time.Millisecond),
+		hostStalls, lastLineWith(pingOut.String(), "rtt"))
 
 	// After the flood, normal ping still works.
 	out, err := nsExec(ns, "ping", "-c", "3", "-W", "2", netnstest.GuestIP).CombinedOutput()
@@ -121,9 +143,6 @@ sample:
 		f.KV["sent"], f.KV["pps"], f.KV["end"], f.KV["max_stall_us"], f.KV["icmp_during"], f.KV["kicks"], f.KV["interrupts"])
 	if n, _ := f.Int("icmp_during"); n < 1000 {
 		t.Errorf("only %d pings answered during the guest's flood: the directions did not overlap", n)
-	}
-	if n, _ := f.Int("max_stall_us"); n >= 1000000 {
-		t.Errorf("the guest's flood stalled for %d us", n)
 	}
 	noWatchdogReports(t, o.Stderr)
 	e := result(t, o, "net-echo")
