@@ -56,7 +56,10 @@ type Server struct {
 	// Batch bounds how many chains are used before an interrupt decision
 	// even though work remains: a steady flood must not starve the driver
 	// of completions (it frees TX buffers and refills RX on interrupts).
-	// 0 means once per pass only.
+	// 0 means once per pass only. 1 decides after every chain, so the
+	// driver hears of the completion it waits for (used_event, spec
+	// 2.7.7.1) while the device still works on the rest of the pass:
+	// virtio-blk, whose driver then refills the ring meanwhile.
 	Batch int
 	// Counters, if set, receives the queue's counts (the device may keep
 	// them across activations); otherwise the Server keeps its own.
