@@ -36,11 +36,12 @@ type Activation struct {
 	Mem      *guestmem.Memory
 	Features uint64 // negotiated (driver-acknowledged) feature bits
 	Queues   []*Queue
-	// Kicks has one channel per queue. The transport sends on it (never
-	// blocking: capacity 1, a pending kick coalesces further ones) when the
-	// driver notifies the queue, whether by a port write on the vCPU thread
-	// or through a KVM ioeventfd.
-	Kicks []<-chan struct{}
+	// Bells has one doorbell per queue, rung when the driver notifies
+	// the queue, whether by a port write on the vCPU thread or through a
+	// KVM ioeventfd (pending kicks coalesce). The transport owns them;
+	// the device waits on them (Server.Bell) and rings them in Reset,
+	// after closing its Stop channel, to wake its sleeping goroutines.
+	Bells []*Doorbell
 	Intr  Interrupt
 }
 
@@ -58,7 +59,8 @@ type Device interface {
 	WriteConfig(off uint64, data []byte)
 	// Activate starts the device's I/O goroutine(s).
 	Activate(a Activation) error
-	// Reset stops the I/O goroutines, waits for them, and returns the
+	// Reset stops the I/O goroutines (closes their Stop, rings their
+	// Bells), waits for them, and returns the
 	// device to its initial state (spec 2.4). Safe to call when inactive.
 	Reset()
 }

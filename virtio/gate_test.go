@@ -19,7 +19,7 @@ func TestGateHoldsServe(t *testing.T) {
 		t.Fatal("Close: want true then false")
 	}
 	r.AddChain([][]byte{[]byte("x")}, nil)
-	srv := &virtio.Server{Mem: r.Mem, Queue: r.Queue, Kick: r.KickChan(), Intr: virtiotest.NewRecordingInterrupt()}
+	srv := &virtio.Server{Mem: r.Mem, Queue: r.Queue, Bell: r.Bell(), Intr: virtiotest.NewRecordingInterrupt()}
 	halt := serve(t, srv, echo)
 	t.Cleanup(func() { g.Open() }) // runs before serve's cleanup
 	if r.WaitUsedIdx(1, 50*time.Millisecond) || r.Queue.NextAvail() != 0 {

@@ -203,9 +203,9 @@ func TestDisableEnableNotify(t *testing.T) {
 // runDevice serves q with the queue core's serve loop (virtio.Server, the
 // one every govm device uses) making an interrupt decision every batch
 // chains: each chain's 2-byte request comes back byte-swapped.
-func runDevice(t *testing.T, mem *guestmem.Memory, q *virtio.Queue, kick <-chan struct{},
+func runDevice(t *testing.T, mem *guestmem.Memory, q *virtio.Queue, bell *virtio.Doorbell,
 	intr virtio.Interrupt, stop <-chan struct{}, batch int) {
-	srv := virtio.Server{Mem: mem, Queue: q, Kick: kick, Intr: intr, Stop: stop, Batch: batch}
+	srv := virtio.Server{Mem: mem, Queue: q, Bell: bell, Intr: intr, Stop: stop, Batch: batch}
 	err := srv.Serve(func(c *virtio.Chain) (uint32, error) {
 		var b [2]byte
 		c.Reader().Read(b[:])
@@ -245,9 +245,9 @@ func TestNoLostNotifications(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				runDevice(t, a.Mem, a.Queues[0], a.Kicks[0], intr, stop, tc.batch)
+				runDevice(t, a.Mem, a.Queues[0], a.Bells[0], intr, stop, tc.batch)
 			}()
-			defer func() { close(stop); wg.Wait() }()
+			defer func() { close(stop); d.Kick(); wg.Wait() }()
 
 			done := make(chan int, 1)
 			go func() {

@@ -18,7 +18,7 @@ import (
 //	interrupt decision       // NeedsInterrupt -> Interrupt.SignalUsed, once per pass
 //	EnableNotify + re-check  // publish, FENCE, re-read avail idx
 //	work arrived?  -> next pass at once (the driver saw kicks off and did not kick)
-//	otherwise      -> sleep on the kick channel (or stop)
+//	otherwise      -> sleep on the doorbell (or stop)
 //
 // Devices that are not a pure request/response drain (virtio-net RX, whose
 // work is driven by the backend) use the same pieces directly: Used /
@@ -48,10 +48,13 @@ type Handler func(c *Chain) (uint32, error)
 type Server struct {
 	Mem   *guestmem.Memory
 	Queue *Queue
-	Kick  <-chan struct{}
-	Intr  Interrupt
+	// Bell is the queue's kick, waited on by this goroutine itself.
+	Bell *Doorbell
+	Intr Interrupt
 	// Stop ends Serve (and WaitAvail) when closed: the device is being
-	// reset.
+	// reset. Whoever closes it then rings Bell, so a Server asleep on
+	// the doorbell wakes to see it (the ring stays pending if it is not
+	// asleep yet: no lost wakeup).
 	Stop <-chan struct{}
 	// Batch bounds how many chains are used before an interrupt decision
 	// even though work remains: a steady flood must not starve the driver
@@ -162,13 +165,14 @@ func (s *Server) sleep() bool {
 	w.SeenAvail.Store(uint32(s.Queue.NextAvail()))
 	w.Sleeping.Store(true)
 	defer w.Sleeping.Store(false)
-	select {
-	case <-s.Kick:
-		s.counters().Kicks.Add(1)
-		return true
-	case <-s.Stop:
-		return false
+	// This thread blocks in ppoll on the doorbell: a kick wakes it and
+	// no other (see Doorbell).
+	s.Bell.Wait()
+	if s.Stopped() {
+		return false // the ring was Reset's
 	}
+	s.counters().Kicks.Add(1)
+	return true
 }
 
 // Used returns one chain to the driver (AddUsed) and makes the interrupt

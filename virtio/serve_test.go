@@ -24,7 +24,11 @@ func serve(t *testing.T, srv *virtio.Server, h virtio.Handler) func() error {
 	var once sync.Once
 	var err error
 	halt := func() error {
-		once.Do(func() { close(stop); err = <-done })
+		once.Do(func() {
+			close(stop)
+			srv.Bell.Ring() // as a device's Reset does
+			err = <-done
+		})
 		return err
 	}
 	t.Cleanup(func() { halt() })
@@ -67,7 +71,7 @@ func TestServeRecheck(t *testing.T) {
 		if !d.NeedsKick() {
 			t.Fatal("kicks off before the device ever ran")
 		}
-		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: intr}
+		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr}
 		halt := serve(t, srv, echo)
 		ok := d.WaitUsedIdx(2, 5*time.Second)
 		if err := halt(); err != nil {
@@ -91,7 +95,7 @@ func TestServeBatch(t *testing.T) {
 		d.AddChain(nil, []int{1})
 	}
 	var cnt virtio.NotifyCounters
-	srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: intr, Batch: 4, Counters: &cnt}
+	srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Batch: 4, Counters: &cnt}
 	halt := serve(t, srv, echo)
 	if !intr.WaitFor(5*time.Second, func() bool { return intr.Used(0) == 3 }) {
 		t.Fatalf("%d interrupts for 10 chains with Batch 4, want 3 (at 4, 8, end of pass)", intr.Used(0))
@@ -126,7 +130,7 @@ func TestServeErrors(t *testing.T) {
 		intr := virtiotest.NewRecordingInterrupt()
 		d.AddChain(nil, []int{1})
 		d.SetAvailIdx(d.AvailIdx() + 40) // more than a queue ahead
-		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: intr, Stop: make(chan struct{})}
+		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Stop: make(chan struct{})}
 		err := srv.Serve(echo)
 		if !errors.Is(err, virtio.ErrAvailIdx) {
 			t.Fatalf("Serve = %v, want ErrAvailIdx", err)
@@ -142,7 +146,7 @@ func TestServeErrors(t *testing.T) {
 		d.AddChain(nil, []int{1})
 		bad := errors.New("bad request")
 		n := 0
-		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: intr, Stop: make(chan struct{})}
+		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Stop: make(chan struct{})}
 		err := srv.Serve(func(*virtio.Chain) (uint32, error) {
 			if n++; n == 2 {
 				return 0, bad
@@ -158,7 +162,7 @@ func TestServeErrors(t *testing.T) {
 	})
 	t.Run("stop", func(t *testing.T) {
 		d := virtiotest.New(t, memSize, 16)
-		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: virtiotest.NewRecordingInterrupt()}
+		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: virtiotest.NewRecordingInterrupt()}
 		halt := serve(t, srv, echo)
 		if err := halt(); err != nil {
 			t.Fatalf("Serve after stop = %v", err)
@@ -174,7 +178,7 @@ func TestWaitAvail(t *testing.T) {
 		d.SetFeatures(features)
 		intr := virtiotest.NewRecordingInterrupt()
 		stop := make(chan struct{})
-		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: intr, Stop: stop}
+		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Stop: stop}
 		if err := srv.Quiet(); err != nil {
 			t.Fatal(err)
 		}
@@ -231,6 +235,7 @@ func TestWaitAvail(t *testing.T) {
 			t.Fatal("no chain after the kick")
 		}
 		close(stop)
+		d.Kick() // as a device's Reset does: wakes the sleeper to see Stop
 		if ok, _ := srv.WaitAvail(nil); ok {
 			t.Fatal("WaitAvail after stop = true")
 		}
@@ -278,7 +283,7 @@ func TestServeUsedNoAlloc(t *testing.T) {
 	d := virtiotest.New(t, memSize, 16)
 	intr := virtiotest.NewRecordingInterrupt()
 	c := func() uint16 { d.AddChain(nil, []int{1}); ch, _ := d.Queue.Pop(d.Mem); return ch.Head }()
-	srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: intr, Batch: 4}
+	srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Batch: 4}
 	batch := []virtio.UsedElem{{Head: c, Len: 1}, {Head: c, Len: 2}}
 	d.SetAvailFlags(virtio.AvailFlagNoInterrupt) // the recorder itself allocates per signal
 	allocs := testing.AllocsPerRun(100, func() {

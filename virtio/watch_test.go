@@ -28,7 +28,7 @@ func TestWatchCounters(t *testing.T) {
 			intr := virtiotest.NewRecordingInterrupt()
 			w := d.Queue.Watch()
 			d.AddChain(nil, []int{1})
-			srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Kick: d.KickChan(), Intr: intr}
+			srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr}
 			halt := serve(t, srv, echo)
 			if !d.WaitUsedIdx(1, 5*time.Second) {
 				t.Fatal("first chain not used")

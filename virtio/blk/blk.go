@@ -114,6 +114,7 @@ type Device struct {
 	mu   sync.Mutex // guards stop/done against concurrent Activate/Reset
 	stop chan struct{}
 	done chan struct{}
+	bell *virtio.Doorbell // the request queue's, rung by Reset
 }
 
 var _ virtio.Device = (*Device)(nil)
@@ -197,7 +198,7 @@ func (d *Device) WriteConfig(off uint64, data []byte) {}
 // Activate starts the I/O goroutine (spec 3.1.1: the device is live after
 // DRIVER_OK).
 func (d *Device) Activate(a virtio.Activation) error {
-	if len(a.Queues) != 1 || len(a.Kicks) != 1 || a.Mem == nil || a.Intr == nil {
+	if len(a.Queues) != 1 || len(a.Bells) != 1 || a.Mem == nil || a.Intr == nil {
 		return ErrBadActivation
 	}
 	d.mu.Lock()
@@ -208,7 +209,8 @@ func (d *Device) Activate(a virtio.Activation) error {
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
 	// Batch 1: an interrupt decision after every request (see worker).
 	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
-		Kick: a.Kicks[0], Intr: a.Intr, Stop: d.stop, Batch: 1, Counters: &d.notify}}
+		Bell: a.Bells[0], Intr: a.Intr, Stop: d.stop, Batch: 1, Counters: &d.notify}}
+	d.bell = a.Bells[0]
 	go w.run(d.done)
 	return nil
 }
@@ -222,6 +224,7 @@ func (d *Device) Reset() {
 		return
 	}
 	close(d.stop)
+	d.bell.Ring() // wakes a goroutine asleep on the kick
 	<-d.done
-	d.stop, d.done = nil, nil
+	d.stop, d.done, d.bell = nil, nil, nil
 }

@@ -211,14 +211,22 @@ func runLoops(t *testing.T, in []byte, until func(Stats) bool) (Stats, int) {
 			sent++
 		}
 	}
-	kicks := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
+	var bells []*virtio.Doorbell
+	for range 2 {
+		b, err := virtio.NewDoorbell()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close() // after the Reset below
+		bells = append(bells, b)
+	}
 	intr := virtiotest.NewRecordingInterrupt()
 	if err := d.Activate(virtio.Activation{Mem: mem, Features: features, Queues: queues,
-		Kicks: []<-chan struct{}{kicks[0], kicks[1]}, Intr: intr}); err != nil {
+		Bells: bells, Intr: intr}); err != nil {
 		t.Fatal(err)
 	}
-	kicks[0] <- struct{}{}
-	kicks[1] <- struct{}{}
+	bells[0].Ring()
+	bells[1].Ring()
 	if until != nil {
 		for deadline := time.Now().Add(10 * time.Second); !until(d.Stats()) && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)

@@ -85,8 +85,9 @@ type Device struct {
 	stats stats
 
 	// Set by Activate, cleared by Reset.
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop  chan struct{}
+	bells []*virtio.Doorbell // RX, TX: rung by Reset
+	wg    sync.WaitGroup
 }
 
 var _ virtio.Device = (*Device)(nil)
@@ -165,7 +166,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 	if d.stop != nil {
 		return errors.New("virtionet: already active")
 	}
-	if len(a.Queues) < 2 || len(a.Kicks) < 2 {
+	if len(a.Queues) < 2 || len(a.Bells) < 2 {
 		return fmt.Errorf("%w: got %d", ErrQueues, len(a.Queues))
 	}
 	hdr := hdrLen(a.Features)
@@ -179,6 +180,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 		return fmt.Errorf("virtionet: %w", err)
 	}
 	d.stop = make(chan struct{})
+	d.bells = a.Bells[:2]
 	rx := newRX(d, a, hdr)
 	tx := newTX(d, a, hdr)
 	d.wg.Add(2)
@@ -195,12 +197,16 @@ func (d *Device) Reset() {
 		return
 	}
 	close(d.stop)
+	// Wakes a goroutine asleep on its kick (TX idle, RX out of buffers).
+	for _, b := range d.bells {
+		b.Ring()
+	}
 	// A deadline in the past wakes a WaitReadable in progress and makes
 	// the next one return at once, so the RX goroutine cannot miss it.
 	_ = d.be.SetReadDeadline(time.Unix(1, 0))
 	d.wg.Wait()
 	_ = d.be.SetReadDeadline(time.Time{})
-	d.stop = nil
+	d.stop, d.bells = nil, nil
 }
 
 // isDeadline reports whether err is the backend's read deadline passing.

@@ -49,15 +49,31 @@ func (d *Transport) dropKick() bool {
 	return false
 }
 
-// kick passes a driver notification of queue q to its device: at once,
-// or DelayKick later. The kick channels are never replaced, so a late
+// kick passes a port-write notification of queue q to its device: at
+// once, or DelayKick later. The doorbells are never replaced, so a late
 // kick after a reset only costs the device a look at an empty ring.
 func (d *Transport) kick(q int) {
-	if f := d.faults; f != nil && f.DelayKick > 0 {
-		time.AfterFunc(f.DelayKick, func() { d.KickQueue(q) })
-		return
+	if !d.delayKick(q) {
+		d.KickQueue(q)
 	}
-	d.KickQueue(q)
+}
+
+// delayKick rings queue q's doorbell DelayKick from now and reports true,
+// or reports false when kicks are not delayed.
+func (d *Transport) delayKick(q int) bool {
+	f := d.faults
+	if f == nil || f.DelayKick <= 0 {
+		return false
+	}
+	time.AfterFunc(f.DelayKick, func() { d.KickQueue(q) })
+	return true
+}
+
+// eventfdKick applies the kick faults to an ioeventfd notification of
+// queue q, which the device takes from its doorbell without a port exit
+// (virtio.Doorbell.Intercept): true when it is dropped or rung later.
+func (d *Transport) eventfdKick(q int) bool {
+	return d.dropKick() || d.delayKick(q)
 }
 
 // faultSignal applies the interrupt faults to a used-buffer signal of

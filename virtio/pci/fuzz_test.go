@@ -50,8 +50,8 @@ func FuzzLegacyRegisters(f *testing.F) {
 			}
 		}
 		for _, a := range r.dev.activations {
-			if len(a.Queues) != len(a.Kicks) {
-				t.Fatalf("%d queues, %d kicks", len(a.Queues), len(a.Kicks))
+			if len(a.Queues) != len(a.Bells) {
+				t.Fatalf("%d queues, %d bells", len(a.Queues), len(a.Bells))
 			}
 			for i, q := range a.Queues {
 				if q.Index != i {

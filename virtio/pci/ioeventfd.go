@@ -3,9 +3,8 @@ package virtiopci
 import (
 	"errors"
 	"fmt"
-	"os"
 
-	"golang.org/x/sys/unix"
+	"github.com/govm/govm/virtio"
 )
 
 // IOEventRegistrar registers KVM ioeventfds that match one written value
@@ -23,35 +22,29 @@ var ErrIOEventFDEnabled = errors.New("virtio: ioeventfd already enabled")
 // of exactly this length, and drivers write it with iowrite16.
 const notifyLen = 2
 
-// queueEventFD is one eventfd that KVM signals when the driver writes the
-// queue's index to QUEUE_NOTIFY (datamatch), so the kick skips the exit to
-// user space and wakes only that queue's device goroutine.
+// queueEventFD is one queue's KVM ioeventfd: KVM signals the queue's
+// doorbell eventfd when the driver writes the queue's index to
+// QUEUE_NOTIFY (datamatch), so the kick skips the exit to user space and
+// wakes only the thread of that queue's device goroutine, which waits on
+// the doorbell itself (virtio.Doorbell): nothing in between.
 type queueEventFD struct {
 	queue      int
-	fd         int      // the raw fd KVM gets (never f.Fd(): that makes f blocking)
-	f          *os.File // the same fd, read through Go's poller
+	fd         int // the doorbell's eventfd
 	registered bool
-	// failed is set when reading the eventfd failed: the queue's kicks
-	// go through the port write (an exit to user space) from then on,
-	// and the eventfd is never registered again. Guarded by evMu.
-	failed bool
-	addr   uint64
-	done   chan struct{}
+	addr       uint64
 }
 
-// readEventFD reads an eventfd's counter; tests replace it to make a read
-// fail.
-var readEventFD = func(f *os.File, b []byte) (int, error) { return f.Read(b) }
-
-// notifyEventFD is the set of per-queue eventfds of one device.
+// notifyEventFD is the set of per-queue ioeventfds of one device.
 type notifyEventFD struct {
 	reg    IOEventRegistrar
 	queues []*queueEventFD
+	bells  []*virtio.Doorbell
 }
 
 // EnableIOEventFD moves queue notifications to KVM ioeventfds on
-// BAR0+QUEUE_NOTIFY, one per queue. They follow the BAR when the guest
-// moves it (the bus calls IOBARMapped). Call Close to undo it.
+// BAR0+QUEUE_NOTIFY, one per queue, each on the queue's doorbell. They
+// follow the BAR when the guest moves it (the bus calls IOBARMapped). Call
+// Close to undo it.
 func (d *Transport) EnableIOEventFD(reg IOEventRegistrar) error {
 	d.evMu.Lock()
 	defer d.evMu.Unlock()
@@ -59,35 +52,25 @@ func (d *Transport) EnableIOEventFD(reg IOEventRegistrar) error {
 		return ErrIOEventFDEnabled
 	}
 	ev := &notifyEventFD{reg: reg}
-	for q := range d.kicks {
-		// Non-blocking so os.File puts it in the runtime poller: the
-		// reader goroutine parks instead of holding a thread, and
-		// Close wakes it. KVM signals the eventfd the same either way.
-		fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-		if err != nil {
-			ev.close()
-			return fmt.Errorf("virtio: %s: eventfd: %w", d.name, err)
-		}
-		ev.queues = append(ev.queues, &queueEventFD{queue: q, fd: fd,
-			f: os.NewFile(uintptr(fd), fmt.Sprintf("%s-notify-%d", d.name, q)), done: make(chan struct{})})
+	for q, b := range d.bells {
+		ev.queues = append(ev.queues, &queueEventFD{queue: q, fd: b.FD()})
+		ev.bells = append(ev.bells, b)
 	}
 	if d.barMapped {
 		if err := ev.register(uint64(d.barBase) + LegacyQueueNotify); err != nil {
 			_ = ev.unregister()
-			ev.close()
 			return fmt.Errorf("virtio: %s: %w", d.name, err)
 		}
 	}
 	d.ev = ev
-	for _, qe := range ev.queues {
-		go d.eventLoop(ev, qe)
-	}
 	return nil
 }
 
 func (ev *notifyEventFD) register(addr uint64) error {
 	for _, qe := range ev.queues {
-		if qe.failed {
+		// A doorbell whose eventfd failed runs on port-write kicks
+		// (bellFailed): KVM must not swallow them into it again.
+		if ev.bells[qe.queue].Broken() {
 			continue
 		}
 		if err := ev.reg.RegisterIOEventFDMatch(addr, notifyLen, qe.fd, true, uint64(qe.queue)); err != nil {
@@ -101,69 +84,45 @@ func (ev *notifyEventFD) register(addr uint64) error {
 func (ev *notifyEventFD) unregister() error {
 	var first error
 	for _, qe := range ev.queues {
-		if !qe.registered {
-			continue
-		}
-		qe.registered = false
-		if err := ev.reg.UnregisterIOEventFDMatch(qe.addr, notifyLen, qe.fd, true, uint64(qe.queue)); err != nil && first == nil {
-			first = fmt.Errorf("ioeventfd for queue %d at port %#x: %w", qe.queue, qe.addr, err)
+		if err := ev.unregisterQueue(qe); err != nil && first == nil {
+			first = err
 		}
 	}
 	return first
 }
 
-// close closes the eventfds, which ends their goroutines.
-func (ev *notifyEventFD) close() {
-	for _, qe := range ev.queues {
-		qe.f.Close()
+func (ev *notifyEventFD) unregisterQueue(qe *queueEventFD) error {
+	if !qe.registered {
+		return nil
 	}
+	qe.registered = false
+	if err := ev.reg.UnregisterIOEventFDMatch(qe.addr, notifyLen, qe.fd, true, uint64(qe.queue)); err != nil {
+		return fmt.Errorf("ioeventfd for queue %d at port %#x: %w", qe.queue, qe.addr, err)
+	}
+	return nil
 }
 
-// eventLoop turns one queue's eventfd signals into kicks until the file is
-// closed. It never ends silently while the device is live: a read that
-// fails for any other reason hands the queue back to the port-write path
-// (fallBack) before the goroutine ends.
-func (d *Transport) eventLoop(ev *notifyEventFD, qe *queueEventFD) {
-	defer close(qe.done)
-	var buf [8]byte // an eventfd read returns the 8-byte counter
-	for {
-		if _, err := readEventFD(qe.f, buf[:]); err != nil {
-			if !errors.Is(err, os.ErrClosed) { // closed: Close is under way
-				d.fallBack(ev, qe, err)
-			}
-			return
-		}
-		if d.dropKick() {
-			continue
-		}
-		d.counters.eventfds.Add(1)
-		d.qcounters[qe.queue].eventfds.Add(1)
-		d.kick(qe.queue)
-	}
-}
-
-// fallBack stops using a queue's eventfd after a failed read. Its KVM
-// registration is removed, so the driver's QUEUE_NOTIFY writes exit to user
-// space and reach KickQueue through the register handler (the path hosts
-// without ioeventfd use); then the queue is kicked once, because a kick may
-// have been lost with the failed read, and a spurious one costs the device
-// only a look at an empty ring. Without this the queue would hang for good:
-// KVM would keep swallowing its kicks into an eventfd nobody reads.
-func (d *Transport) fallBack(ev *notifyEventFD, qe *queueEventFD, err error) {
+// bellFailed is queue q's doorbell reporting that its eventfd failed
+// (virtio.Doorbell.OnFail), on the device goroutine, before the doorbell
+// wakes it and moves to its fallback channel. The queue's KVM registration
+// is removed, so the driver's QUEUE_NOTIFY writes exit to user space and
+// reach the doorbell through the register handler (the path hosts without
+// ioeventfd use); a BAR move does not register it again. Without this the
+// queue would hang for good: KVM would keep swallowing its kicks into an
+// eventfd nobody can read. It never happens silently: it is logged and
+// counted (govm stat: notify eventfds failed).
+func (d *Transport) bellFailed(q int, err error) {
 	d.evMu.Lock()
-	qe.failed = true
 	var uerr error
-	if qe.registered {
-		qe.registered = false
-		uerr = ev.reg.UnregisterIOEventFDMatch(qe.addr, notifyLen, qe.fd, true, uint64(qe.queue))
+	if d.ev != nil {
+		uerr = d.ev.unregisterQueue(d.ev.queues[q])
 	}
 	d.evMu.Unlock()
 	d.counters.eventfdFailures.Add(1)
-	d.logf("%s: notify eventfd of queue %d: %v; its kicks exit to user space from now on", d.name, qe.queue, err)
+	d.logf("%s: notify eventfd of queue %d: %v; its kicks exit to user space from now on", d.name, q, err)
 	if uerr != nil {
-		d.logf("%s: queue %d: removing its ioeventfd: %v", d.name, qe.queue, uerr)
+		d.logf("%s: queue %d: removing its ioeventfd: %v", d.name, q, uerr)
 	}
-	d.KickQueue(qe.queue)
 }
 
 // IOBARMapped implements pci.BARListener: keeps the ioeventfd on the
@@ -194,23 +153,27 @@ func (d *Transport) NotifyAddr() (port uint16, ok bool) {
 	return d.barBase + LegacyQueueNotify, d.barMapped
 }
 
-// Close removes the ioeventfd, if any, and waits for its goroutine. It does
-// not reset the device.
+// Close removes the ioeventfds, if any, and closes the queues' doorbells.
+// Call it after Reset (the device must not wait on a doorbell any more);
+// kicks after it do nothing.
 func (d *Transport) Close() error {
 	d.evMu.Lock()
 	ev := d.ev
 	d.ev = nil
 	d.evMu.Unlock()
-	if ev == nil {
-		return nil
+	var err error
+	if ev != nil {
+		err = ev.unregister()
 	}
-	err := ev.unregister()
-	ev.close()
-	for _, qe := range ev.queues {
-		<-qe.done
-	}
+	d.closeBells()
 	if err != nil {
 		return fmt.Errorf("virtio: %s: %w", d.name, err)
 	}
 	return nil
+}
+
+func (d *Transport) closeBells() {
+	for _, b := range d.bells {
+		_ = b.Close() // a close error on an eventfd leaves nothing to undo
+	}
 }

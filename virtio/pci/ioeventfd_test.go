@@ -2,48 +2,57 @@ package virtiopci
 
 import (
 	"encoding/binary"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// TestEventFDReadErrorFallsBack: when reading a queue's notify eventfd
-// fails while the device is live, the queue does not go deaf. Its
-// ioeventfd is removed (so KVM lets the driver's QUEUE_NOTIFY write exit to
-// user space, where the register handler kicks), the queue is kicked once
-// for a kick the failed read may have eaten, the failure is logged and
-// counted, and a later BAR move does not register the dead eventfd again.
-// The other queue keeps its ioeventfd.
-func TestEventFDReadErrorFallsBack(t *testing.T) {
-	fail := make(chan struct{})
-	orig := readEventFD
-	readEventFD = func(f *os.File, b []byte) (int, error) {
-		if strings.HasSuffix(f.Name(), "-notify-1") {
-			<-fail
-			return 0, unix.EIO
-		}
-		return orig(f, b)
+// signal does what KVM does on the driver's matching OUT to QUEUE_NOTIFY:
+// add 1 to the eventfd's counter.
+func signal(t *testing.T, fd int) {
+	t.Helper()
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	if _, err := unix.Write(fd, one[:]); err != nil {
+		t.Fatal(err)
 	}
-	defer func() { readEventFD = orig }()
+}
 
+// TestEventFDReadErrorFallsBack: when the device's read of its queue's
+// doorbell eventfd fails, the queue does not go deaf. The device wakes (a
+// kick may have been lost with the failed read), the queue's ioeventfd is
+// removed (so KVM lets the driver's QUEUE_NOTIFY write exit to user space,
+// where the register handler rings the doorbell, which now carries rings
+// over a channel), the failure is logged and counted, and a later BAR move
+// does not register the dead eventfd again. The other queue keeps its
+// ioeventfd.
+func TestEventFDReadErrorFallsBack(t *testing.T) {
 	r := newRig(t)
 	reg := &fakeRegistrar{regs: map[regKey]int{}}
 	if err := r.d.EnableIOEventFD(reg); err != nil {
 		t.Fatal(err)
 	}
-	defer r.d.Close()
 	const base = 0xc000
 	r.d.IOBARMapped(base, 32, true)
 	_, fds := reg.perQueue(t, 2)
 
-	close(fail) // queue 1's eventfd read fails now
-	waitKick(t, r.d.kicks[1])
-	deadline := time.Now().Add(5 * time.Second)
-	for r.d.Stats().EventFDFailures == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	// Queue 1's eventfd goes bad under its device: /dev/null polls
+	// readable and reads 0 bytes, where an eventfd read gives 8.
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(null)
+	if err := unix.Dup3(null, fds[1], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan struct{})
+	go func() { r.d.bells[1].Wait(); close(woke) }() // the device asleep
+	select {
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the device did not wake when its doorbell failed")
 	}
 	if n := r.d.Stats().EventFDFailures; n != 1 {
 		t.Fatalf("eventfd failures counted %d, want 1", n)
@@ -58,16 +67,18 @@ func TestEventFDReadErrorFallsBack(t *testing.T) {
 	if r.log.n() == 0 {
 		t.Error("failure not logged")
 	}
-	// Queue 1's kicks now come as port writes.
+	// Queue 1's kicks now come as port writes and still wake the device.
+	woke = make(chan struct{})
+	go func() { r.d.bells[1].Wait(); close(woke) }()
 	r.wr(LegacyQueueNotify, 2, 1)
-	waitKick(t, r.d.kicks[1])
-	// Queue 0 still kicks through its eventfd.
-	var one [8]byte
-	binary.LittleEndian.PutUint64(one[:], 1)
-	if _, err := unix.Write(fds[0], one[:]); err != nil {
-		t.Fatal(err)
+	select {
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a port-write kick did not wake the device after the fallback")
 	}
-	waitKick(t, r.d.kicks[0])
+	// Queue 0 still kicks through its eventfd.
+	signal(t, fds[0])
+	waitKick(t, r.d.bells[0])
 	// A BAR move re-registers queue 0 only.
 	r.d.IOBARMapped(0x7000, 32, true)
 	reg.mu.Lock()
@@ -79,5 +90,44 @@ func TestEventFDReadErrorFallsBack(t *testing.T) {
 	}
 	if err := r.d.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEventFDKickFaults: GOVM_FAULTS drop-kick and delay-kick apply to
+// kicks that come through the ioeventfd too (the device takes them from
+// its doorbell without a port exit): the Nth is lost, the next one wakes
+// the device; a delayed one wakes it only later.
+func TestEventFDKickFaults(t *testing.T) {
+	rig := func(f Faults) (*rig, []int) {
+		r := newRig(t)
+		r.d.SetFaults(f)
+		reg := &fakeRegistrar{regs: map[regKey]int{}}
+		if err := r.d.EnableIOEventFD(reg); err != nil {
+			t.Fatal(err)
+		}
+		r.d.IOBARMapped(0xc000, 32, true)
+		_, fds := reg.perQueue(t, 2)
+		return r, fds
+	}
+	r, fds := rig(Faults{DelayKick: time.Hour})
+	signal(t, fds[1])
+	if r.kicked(1) {
+		t.Fatal("an eventfd kick delayed by an hour reached the device at once")
+	}
+	r, fds = rig(Faults{DelayKick: time.Millisecond})
+	signal(t, fds[1])
+	waitKick(t, r.d.bells[1])
+
+	r, fds = rig(Faults{DropKick: 1})
+	signal(t, fds[0])
+	if r.kicked(0) {
+		t.Fatal("the first eventfd kick was not dropped")
+	}
+	signal(t, fds[0])
+	if !r.kicked(0) {
+		t.Fatal("the second eventfd kick was dropped too")
+	}
+	if s := r.d.Stats().Queues[0]; s.EventFDs != 2 || s.Notifies != 0 {
+		t.Fatalf("queue 0 counted %d eventfd and %d port kicks, want 2 and 0", s.EventFDs, s.Notifies)
 	}
 }

@@ -96,8 +96,8 @@ type Transport struct {
 	line   irq.Line
 	logf   func(format string, args ...any)
 	name   string
-	kicks  []chan struct{} // one per queue, capacity 1, never replaced
-	logged atomic.Uint32   // log kinds already emitted
+	bells  []*virtio.Doorbell // one per queue, never replaced; closed by Close
+	logged atomic.Uint32      // log kinds already emitted
 	// guestLog limits guest-error lines per device, across resets.
 	guestLog *ratelog.Limiter
 
@@ -148,7 +148,15 @@ func New(dev virtio.Device, mem *guestmem.Memory, line irq.Line, irqNum uint8, l
 		q := virtio.NewQueue(n)
 		q.Index = i
 		d.queues = append(d.queues, q)
-		d.kicks = append(d.kicks, make(chan struct{}, 1))
+		b, err := virtio.NewDoorbell()
+		if err != nil {
+			d.closeBells()
+			return nil, fmt.Errorf("virtio: %s: %w", idn.name, err)
+		}
+		// A KVM ioeventfd writes the same eventfd (ioeventfd.go).
+		b.Intercept = func() bool { return d.eventfdKick(i) }
+		b.OnFail = func(err error) { d.bellFailed(i, err) }
+		d.bells = append(d.bells, b)
 	}
 	d.pfns = make([]uint32, len(d.queues))
 	d.qcounters = make([]queueCounters, len(d.queues))
@@ -181,15 +189,13 @@ func (b barIO) Read(off uint16, data []byte)  { b.d.readReg(off, data) }
 func (b barIO) Write(off uint16, data []byte) { b.d.writeReg(off, data) }
 
 // KickQueue notifies queue q as a QUEUE_NOTIFY write would, without
-// blocking: a kick already pending absorbs this one.
+// blocking: it rings the queue's doorbell, where a kick already pending
+// absorbs this one.
 func (d *Transport) KickQueue(q int) {
-	if q < 0 || q >= len(d.kicks) {
+	if q < 0 || q >= len(d.bells) {
 		return
 	}
-	select {
-	case d.kicks[q] <- struct{}{}:
-	default:
-	}
+	d.bells[q].Ring()
 }
 
 // SetGate makes every queue's Pop wait while g is closed (govm pause).
@@ -260,8 +266,8 @@ func (d *Transport) writeReg(off uint16, data []byte) {
 		d.sel = uint16(v)
 		d.mu.Unlock()
 	case off == LegacyQueueNotify && len(data) == 2:
-		if int(v) >= len(d.kicks) {
-			d.logOnce(logNotifyRange, "notify of queue %d, device has %d", v, len(d.kicks))
+		if int(v) >= len(d.bells) {
+			d.logOnce(logNotifyRange, "notify of queue %d, device has %d", v, len(d.bells))
 			return
 		}
 		if d.dropKick() {
@@ -355,11 +361,7 @@ func (d *Transport) activate() {
 		d.queues[n].SetFeatures(feat)
 		n++
 	}
-	kicks := make([]<-chan struct{}, n)
-	for i := range kicks {
-		kicks[i] = d.kicks[i]
-	}
-	err := d.dev.Activate(virtio.Activation{Mem: d.mem, Features: feat, Queues: d.queues[:n], Kicks: kicks, Intr: d})
+	err := d.dev.Activate(virtio.Activation{Mem: d.mem, Features: feat, Queues: d.queues[:n], Bells: d.bells[:n:n], Intr: d})
 	if err != nil {
 		d.guestError(fmt.Errorf("activate with %d queues, features %#x: %w", n, feat, err))
 		return
@@ -388,10 +390,9 @@ func (d *Transport) reset() {
 	for i, q := range d.queues {
 		q.Reset()
 		d.pfns[i] = 0
-		select {
-		case <-d.kicks[i]:
-		default:
-		}
+		// Kicks for the old rings, and the ring the device's Reset
+		// woke its goroutine with, must not wake the next activation.
+		d.bells[i].Clear()
 	}
 	d.guestFeatures, d.sel, d.active = 0, 0, false
 	d.intMu.Lock()

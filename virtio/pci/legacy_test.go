@@ -266,8 +266,8 @@ func TestActivation(t *testing.T) {
 				t.Fatalf("%d activations, want 1", len(r.dev.activations))
 			}
 			a := r.dev.activations[0]
-			if len(a.Queues) != tt.wantQueues || len(a.Kicks) != tt.wantQueues {
-				t.Fatalf("%d queues %d kicks, want %d", len(a.Queues), len(a.Kicks), tt.wantQueues)
+			if len(a.Queues) != tt.wantQueues || len(a.Bells) != tt.wantQueues {
+				t.Fatalf("%d queues %d bells, want %d", len(a.Queues), len(a.Bells), tt.wantQueues)
 			}
 			for i, q := range a.Queues {
 				if q != r.d.queues[i] || !q.Ready || !q.EventIdx() {
@@ -301,16 +301,12 @@ func TestNotify(t *testing.T) {
 	r := newRig(t)
 	r.wr(LegacyQueueNotify, 2, 1)
 	r.wr(LegacyQueueNotify, 2, 1) // coalesces with the pending kick
-	select {
-	case <-r.d.kicks[1]:
-	default:
+	if !r.kicked(1) {
 		t.Fatal("no kick on queue 1")
 	}
-	for q, k := range r.d.kicks {
-		select {
-		case <-k:
+	for q := range r.d.bells {
+		if r.kicked(q) {
 			t.Fatalf("extra kick on queue %d", q)
-		default:
 		}
 	}
 	r.wr(LegacyQueueNotify, 2, 2)
@@ -319,10 +315,8 @@ func TestNotify(t *testing.T) {
 		t.Fatalf("out-of-range notifies logged %q, want one line", r.log.lines)
 	}
 	r.wr(LegacyQueueNotify, 1, 0) // wrong width: not a notify
-	select {
-	case <-r.d.kicks[0]:
+	if r.kicked(0) {
 		t.Fatal("1-byte write kicked")
-	default:
 	}
 }
 
@@ -364,10 +358,8 @@ func TestStatusReset(t *testing.T) {
 	if r.isrLevel() != 0 || r.line.level() || r.d.Status() != 0 || r.rd(LegacyGuestFeatures, 4) != 0 || r.rd(LegacyQueueSelect, 2) != 0 {
 		t.Fatal("reset left ISR/line/status/features/select set")
 	}
-	select {
-	case <-r.d.kicks[0]:
+	if r.kicked(0) {
 		t.Fatal("stale kick survived reset")
-	default:
 	}
 	// The device can be brought up again.
 	r.setupQueue(0, 1)

@@ -11,9 +11,10 @@ import (
 // any goroutine.
 type pciCounters struct {
 	notifies atomic.Uint64 // QUEUE_NOTIFY port writes that reached user space
-	eventfds atomic.Uint64 // ioeventfd signals (kicks that skipped the exit)
-	// eventfdFailures counts queues whose eventfd read failed and whose
-	// kicks went back to port writes (ioeventfd.go fallBack).
+	// (ioeventfd signals, the kicks that skipped the exit, are counted by
+	// each queue's doorbell as the device takes them.)
+	// eventfdFailures counts queues whose doorbell eventfd failed and
+	// whose kicks went back to port writes (ioeventfd.go bellFailed).
 	eventfdFailures atomic.Uint64
 	raised          atomic.Uint64 // line raised: ISR went from 0 to non-zero
 	coalesced       atomic.Uint64 // signals that found the ISR already set (no raise)
@@ -27,7 +28,6 @@ type pciCounters struct {
 // stat shows a row per queue). Atomic like pciCounters.
 type queueCounters struct {
 	notifies  atomic.Uint64 // QUEUE_NOTIFY port writes for this queue
-	eventfds  atomic.Uint64 // ioeventfd signals for this queue
 	raised    atomic.Uint64 // this queue's SignalUsed raised the line
 	coalesced atomic.Uint64 // this queue's SignalUsed found the ISR set
 	recovered atomic.Uint64 // watchdog re-raises standing in for a late delivery
@@ -41,7 +41,9 @@ type QueueStats struct {
 	AvailIdx uint16 // driver's avail->idx
 	UsedIdx  uint16 // device's used->idx
 
-	Notifies, EventFDs uint64 // kicks by port write and by ioeventfd
+	// Kicks by port write (counted as written) and by ioeventfd (KVM
+	// signals, counted as the device takes them from its doorbell).
+	Notifies, EventFDs uint64
 	Raised, Coalesced  uint64 // used-buffer signals that raised the line / found the ISR set
 
 	// The rest of the ring's notification state (spec 2.7.6-2.7.10):
@@ -85,7 +87,6 @@ func (d *Transport) Stats() Stats {
 		Name:             d.name,
 		Status:           d.Status(),
 		Notifies:         d.counters.notifies.Load(),
-		EventFDs:         d.counters.eventfds.Load(),
 		EventFDFailures:  d.counters.eventfdFailures.Load(),
 		Raised:           d.counters.raised.Load(),
 		Coalesced:        d.counters.coalesced.Load(),
@@ -105,7 +106,7 @@ func (d *Transport) Stats() Stats {
 	for i, q := range d.queues {
 		c := &d.qcounters[i]
 		qs := QueueStats{Index: i, Size: q.Size, Enabled: d.pfns[i] != 0,
-			Notifies: c.notifies.Load(), EventFDs: c.eventfds.Load(),
+			Notifies: c.notifies.Load(), EventFDs: d.bells[i].Signals(),
 			Raised: c.raised.Load(), Coalesced: c.coalesced.Load()}
 		if qs.Enabled {
 			// Split ring layout (spec 2.7.6, 2.7.8): flags, idx, ring,
@@ -125,6 +126,7 @@ func (d *Transport) Stats() Stats {
 		qs.SuppressedNoInterrupt, qs.SuppressedEventIdx = w.SuppressedNoInterrupt.Load(), w.SuppressedEventIdx.Load()
 		qs.KickSupprs = w.KicksSuppressed.Load()
 		qs.Used, qs.UsedBytes = w.Used.Load(), w.UsedBytes.Load()
+		s.EventFDs += qs.EventFDs
 		s.Queues = append(s.Queues, qs)
 	}
 	return s

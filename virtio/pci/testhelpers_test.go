@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/govm/govm/virtio"
 
@@ -147,7 +148,22 @@ func newRig(t testing.TB) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.d.Close() })
 	return r
+}
+
+// kicked reports whether queue q's doorbell was rung, and takes the ring.
+func (r *rig) kicked(q int) bool { return r.d.bells[q].Clear() }
+
+// waitKick waits for b to be rung (by another goroutine), and takes the
+// ring.
+func waitKick(t *testing.T, b *virtio.Doorbell) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !b.Clear(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no kick")
+		}
+	}
 }
 
 func (r *rig) rd(off uint16, n int) uint32 {

@@ -45,7 +45,7 @@ type Driver struct {
 	availIdx uint16 // driver's shadow of avail->idx
 	lastUsed uint16 // used idx consumed by Collect
 	kickOld  uint16 // avail idx at the last NeedsKick
-	kick     chan struct{}
+	bell     *virtio.Doorbell
 }
 
 type chain struct {
@@ -83,8 +83,15 @@ func NewQueues(t testing.TB, memSize int, sizes ...uint16) []*Driver {
 	pfn := uint32(RingPFN)
 	ds := make([]*Driver, len(sizes))
 	for i, size := range sizes {
+		// Closed by the first cleanup registered, so the last to run:
+		// a device a test stops in its own cleanup is woken by a ring.
+		bell, err := virtio.NewDoorbell()
+		if err != nil {
+			t.Fatalf("virtiotest: %v", err)
+		}
+		t.Cleanup(func() { bell.Close() })
 		d := &Driver{t: t, Mem: mem, RAM: ram, PFN: pfn, size: size,
-			chains: map[uint16]*chain{}, kick: make(chan struct{}, 1)}
+			chains: map[uint16]*chain{}, bell: bell}
 		d.desc, d.avail, d.used = virtio.LegacyRingAddrs(pfn, size)
 		pages := (virtio.LegacyRingBytes(size) + virtio.LegacyAlign - 1) / virtio.LegacyAlign
 		pfn += uint32(pages)
@@ -112,13 +119,13 @@ func NewQueues(t testing.TB, memSize int, sizes ...uint16) []*Driver {
 }
 
 // Activation builds what a transport hands a device at DRIVER_OK: the
-// drivers' queues with features negotiated, their kick channels, intr.
+// drivers' queues with features negotiated, their doorbells, intr.
 func Activation(intr virtio.Interrupt, features uint64, ds ...*Driver) virtio.Activation {
 	a := virtio.Activation{Mem: ds[0].Mem, Features: features, Intr: intr}
 	for _, d := range ds {
 		d.SetFeatures(features)
 		a.Queues = append(a.Queues, d.Queue)
-		a.Kicks = append(a.Kicks, d.kick)
+		a.Bells = append(a.Bells, d.bell)
 	}
 	return a
 }

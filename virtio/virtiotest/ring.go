@@ -121,14 +121,9 @@ func (d *Driver) NeedsKick() bool {
 	return d.UsedFlags()&virtio.UsedFlagNoNotify == 0
 }
 
-// Kick notifies the device the way the transport does: a non-blocking send
-// on a capacity-1 channel, so pending kicks coalesce.
-func (d *Driver) Kick() {
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
-}
+// Kick notifies the device the way the transport does: it rings the
+// queue's doorbell, so pending kicks coalesce.
+func (d *Driver) Kick() { d.bell.Ring() }
 
 // KickIfNeeded kicks when NeedsKick says so, and reports whether it did.
 func (d *Driver) KickIfNeeded() bool {
@@ -139,8 +134,9 @@ func (d *Driver) KickIfNeeded() bool {
 	return false
 }
 
-// KickChan is the channel Kick sends on (Activation.Kicks entry).
-func (d *Driver) KickChan() <-chan struct{} { return d.kick }
+// Bell is the doorbell Kick rings (Activation.Bells entry, Server.Bell).
+// A device stopped by closing its Server's Stop is woken by a Kick.
+func (d *Driver) Bell() *virtio.Doorbell { return d.bell }
 
 func (d *Driver) put16(gpa uint64, v uint16) {
 	if err := d.Mem.PutUint16(gpa, v); err != nil {
