@@ -62,7 +62,8 @@ type Server struct {
 	// 0 means once per pass only. 1 decides after every chain, so the
 	// driver hears of the completion it waits for (used_event, spec
 	// 2.7.7.1) while the device still works on the rest of the pass:
-	// virtio-blk, whose driver then refills the ring meanwhile.
+	// virtio-blk with EVENT_IDX, whose driver then refills the ring
+	// meanwhile.
 	Batch int
 	// Counters, if set, receives the queue's counts (the device may keep
 	// them across activations); otherwise the Server keeps its own.

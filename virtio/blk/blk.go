@@ -207,9 +207,9 @@ func (d *Device) Activate(a virtio.Activation) error {
 		return ErrActive
 	}
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
-	// Batch 1: an interrupt decision after every request (see worker).
 	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
-		Bell: a.Bells[0], Intr: a.Intr, Stop: d.stop, Batch: 1, Counters: &d.notify}}
+		Bell: a.Bells[0], Intr: a.Intr, Stop: d.stop, Batch: decisionBatch(a.Features),
+		Counters: &d.notify}}
 	d.bell = a.Bells[0]
 	go w.run(d.done)
 	return nil
