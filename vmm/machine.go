@@ -244,6 +244,7 @@ func (m *Machine) Run(ctx context.Context) Result {
 	if stop := m.startWatchdog(); stop != nil {
 		defer stop()
 	}
+	m.sizeProcs()
 	var wg sync.WaitGroup
 	for _, v := range m.vcpus {
 		wg.Add(1)

@@ -198,6 +198,9 @@ func (d *Transport) KickQueue(q int) {
 	d.bells[q].Ring()
 }
 
+// NumQueues is the number of virtqueues the device has.
+func (d *Transport) NumQueues() int { return len(d.queues) }
+
 // SetGate makes every queue's Pop wait while g is closed (govm pause).
 func (d *Transport) SetGate(g *virtio.Gate) {
 	d.mu.Lock()
