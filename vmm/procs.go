@@ -18,10 +18,9 @@ import (
 // govm's non-vCPU threads did 3.16 context switches and 62 us of CPU per
 // frame at GOMAXPROCS 2 and 2.39 and 48 us at 4 (load 6-11); 2.93 and 57
 // us at 2 and 2.52 and 56 us with this sizing (5) at load 5 (QEMU: 1.0
-// and ~29 us). One P per
-// blocking thread on top of one per CPU keeps idle Ps around, so a
-// thread's system call returns to its own P and sysmon retakes only Ps
-// blocked for 10 ms. govm's own Go code is small, so more Ps never means
+// and ~29 us). One P per blocking thread on top of one per CPU keeps idle
+// Ps around, so a thread's system call returns to its own P and sysmon
+// retakes only Ps blocked for 10 ms. govm's own Go code is small, so more Ps never means
 // more busy threads than CPUs for long.
 
 // sizeProcs raises GOMAXPROCS for the blocking threads of this machine,
