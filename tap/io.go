@@ -156,6 +156,8 @@ func (t *Tap) waitRead() error {
 			ts := unix.NsecToTimespec(left)
 			timeout = &ts
 		}
+		// This goroutine lives in system calls: see internal/yield.
+		t.yield.BeforeBlock()
 		p := &t.rpoll
 		*p = [3]unix.PollFd{{Fd: int32(t.fd), Events: unix.POLLIN}, {Fd: int32(t.intr), Events: unix.POLLIN},
 			{Fd: int32(t.dead), Events: unix.POLLIN}}

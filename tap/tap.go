@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/govm/govm/internal/yield"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,6 +84,7 @@ type Tap struct {
 	// One reader and one writer: each has its own poll set, so a wait
 	// does not allocate.
 	rpoll [3]unix.PollFd
+	yield yield.Point // the reader's: waitRead
 	wpoll [2]unix.PollFd
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/govm/govm/internal/yield"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,6 +60,7 @@ type Doorbell struct {
 	mu      sync.Mutex
 	closed  bool
 	waiting bool // a Wait is using the fd
+	yield   yield.Point
 }
 
 // softRing is what Ring adds to the eventfd counter. KVM's ioeventfd adds
@@ -131,6 +133,7 @@ func (b *Doorbell) Wait() {
 	}
 	b.waiting = true
 	b.mu.Unlock()
+	b.yield.BeforeBlock() // see internal/yield
 	b.waitFD()
 	b.mu.Lock()
 	b.waiting = false
