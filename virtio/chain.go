@@ -15,6 +15,12 @@ type Segment struct {
 // Writer, and never does address arithmetic itself. The buffers alias guest
 // RAM, so the guest may change what Reader returns while it is read: devices
 // copy what they parse (each field is read once).
+//
+// A Chain belongs to its Queue, which keeps one per head and reuses it, so
+// that Pop allocates nothing in steady state. It is the device's from Pop
+// until its head goes back through AddUsed / AddUsedBatch (or the queue is
+// Reset); after that the next Pop of the same head rebuilds it, so a device
+// must not touch a chain it has returned.
 type Chain struct {
 	// Head is the index of the first descriptor: what AddUsed wants back.
 	Head uint16
@@ -26,6 +32,37 @@ type Chain struct {
 
 	r chainReader
 	w chainWriter
+
+	// inFlight: popped and not yet used. Pop refuses the head meanwhile
+	// (see Queue.chainFor).
+	inFlight bool
+}
+
+// retainSegs bounds the segments whose slices a reused Chain keeps between
+// uses. It is above every chain Linux's drivers build for our devices
+// (virtio-blk: seg_max + 2 = 128; virtio-net: MAX_SKB_FRAGS + 2 for TX, one
+// buffer per RX chain with MRG_RXBUF), so those reuse their slices; a
+// larger chain, only possible through an indirect table of up to 65536
+// entries, gets fresh slices that are dropped when its head is next
+// popped, so a hostile driver cannot pin Size such tables' worth of
+// memory. What stays pinned is at most Size * retainSegs * 72 bytes per
+// queue (4.5 MiB for 256 entries).
+const retainSegs = 256
+
+// reuse readies c for a new chain at head: everything zero, but the slices
+// keep their backing arrays (within retainSegs).
+func (c *Chain) reuse(head uint16) {
+	segs, out, in := c.segs[:0], c.out[:0], c.in[:0]
+	if cap(segs) > retainSegs {
+		segs = nil
+	}
+	if cap(out) > retainSegs {
+		out = nil
+	}
+	if cap(in) > retainSegs {
+		in = nil
+	}
+	*c = Chain{Head: head, segs: segs, out: out, in: in}
 }
 
 // Segments returns the chain's buffers in order (readable ones first). The

@@ -56,6 +56,13 @@ type Queue struct {
 	signalledUsed  uint16
 	signalledValid bool
 
+	// chains holds one reusable Chain per head (sized to Size at the
+	// first Pop), so Pop allocates nothing once each head has been used;
+	// inFlight counts the heads popped and not yet used. Reset drops
+	// both: a new activation starts with no chain in flight.
+	chains   []Chain
+	inFlight int
+
 	gate  *Gate  // holds Pop while the VM is paused; kept across Reset
 	watch *Watch // what the watchdog samples; kept across Reset
 }
@@ -77,6 +84,10 @@ func (q *Queue) NextAvail() uint16 { return q.nextAvail }
 
 // NextUsed returns the used idx the device has published.
 func (q *Queue) NextUsed() uint16 { return q.nextUsed }
+
+// InFlight returns the number of chains popped and not yet used. For
+// diagnostics and tests.
+func (q *Queue) InFlight() int { return q.inFlight }
 
 // LegacyRingAddrs computes the ring addresses of a legacy queue from the
 // QUEUE_PFN register (spec 2.7.2 and 4.1.4.10): descriptor table at

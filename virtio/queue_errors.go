@@ -28,6 +28,11 @@ var (
 	// ErrIndirect: an indirect table is malformed or not negotiated (spec
 	// 2.7.5.3.1).
 	ErrIndirect = errors.New("bad indirect descriptor")
+	// ErrHeadInFlight: the available ring offers a head the device has
+	// popped and not yet used (spec 2.7.13: the driver places a buffer
+	// into free descriptors; a chain in flight is not free until the
+	// device returns it through the used ring, 2.7.8).
+	ErrHeadInFlight = errors.New("descriptor head still in flight")
 	// ErrChainTooLong: the chain's total length exceeds 2^32-1 bytes
 	// (spec 2.7.5: drivers MUST NOT add a chain longer than 2^32 bytes).
 	ErrChainTooLong = errors.New("descriptor chain too long")

@@ -2,6 +2,8 @@ package virtio_test
 
 import (
 	"errors"
+	"io"
+	"slices"
 	"testing"
 
 	"github.com/govm/govm/virtio"
@@ -208,5 +210,68 @@ func TestPopHostile(t *testing.T) {
 				t.Errorf("second Pop = %v", err2)
 			}
 		})
+	}
+}
+
+// TestPopHeadInFlight: a driver that offers a head the device still holds
+// (popped, not used) gets a GuestError naming it (spec 2.7.13: buffers go
+// into free descriptors), and the chain the device holds is not touched:
+// the queue reuses one Chain per head, so rebuilding it would change a
+// request under the device. Returning the head makes the entry valid, and
+// a Reset forgets every head in flight.
+func TestPopHeadInFlight(t *testing.T) {
+	d := virtiotest.New(t, memSize, 8)
+	d.SetFeatures(indirectFeatures)
+	held := d.AddChain([][]byte{[]byte("request")}, []int{64, 1})
+	c, err := d.Queue.Pop(d.Mem)
+	if err != nil || c == nil {
+		t.Fatalf("Pop = %v, %v", c, err)
+	}
+	if _, err := c.Reader().Read(make([]byte, 3)); err != nil {
+		t.Fatal(err)
+	}
+	segs := append([]virtio.Segment(nil), c.Segments()...)
+
+	// The same head again, now pointing at an indirect table: a Chain
+	// rebuilt from it would have other segments and lengths.
+	d.SetIndirectDesc(0x9000, 0, 0x8000, 4096, fWrite, 0)
+	d.SetDesc(held, 0x9000, 16, fIndirect, 0)
+	d.PublishAvail(held)
+	before := append([]byte(nil), d.RAM...)
+	c2, err := d.Queue.Pop(d.Mem)
+	var ge *virtio.GuestError
+	if c2 != nil || !errors.As(err, &ge) || !errors.Is(err, virtio.ErrHeadInFlight) ||
+		!ge.HeadValid || ge.Head != held {
+		t.Fatalf("Pop of a head in flight: chain %t, error %v; want GuestError ErrHeadInFlight head %d", c2 != nil, err, held)
+	}
+	sameMem(t, d.Mem, before)
+	if d.Queue.NextAvail() != 1 || d.Queue.InFlight() != 1 {
+		t.Fatalf("next avail %d, in flight %d; want 1, 1", d.Queue.NextAvail(), d.Queue.InFlight())
+	}
+	// The held chain is as Pop gave it, reader position included.
+	rest, _ := io.ReadAll(c.Reader())
+	if c.Head != held || !slices.Equal(c.Segments(), segs) || c.ReadableLen() != 7 ||
+		c.WritableLen() != 65 || string(rest) != "uest" {
+		t.Fatalf("held chain changed: head %d segs %+v lens %d/%d rest %q", c.Head, c.Segments(),
+			c.ReadableLen(), c.WritableLen(), rest)
+	}
+
+	// Used, the head is free: the same entry now pops (the indirect form).
+	if err := d.Queue.AddUsed(d.Mem, held, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err = d.Queue.Pop(d.Mem)
+	if err != nil || c == nil || c.WritableLen() != 4096 || d.Queue.InFlight() != 1 {
+		t.Fatalf("Pop after the head was used = %v, %v", c, err)
+	}
+
+	// A Reset starts clean: the head held at reset pops again.
+	d.Reset()
+	head := d.AddChain(nil, []int{16})
+	if head != held {
+		t.Fatalf("driver reused head %d, want %d", head, held)
+	}
+	if c, err := d.Queue.Pop(d.Mem); err != nil || c == nil || c.WritableLen() != 16 || c.ReadableLen() != 0 {
+		t.Fatalf("Pop after Reset = %v, %v", c, err)
 	}
 }

@@ -61,6 +61,15 @@ func (q *Queue) AddUsedBatch(mem *guestmem.Memory, elems []UsedElem) error {
 		return q.memErr("used idx", err)
 	}
 	q.nextUsed = next
+	// The chains are the driver's again (spec 2.7.8): the next Pop of
+	// each head may rebuild its Chain. A head that was not in flight (a
+	// device bug, not a guest one) changes nothing.
+	for _, e := range elems {
+		if int(e.Head) < len(q.chains) && q.chains[e.Head].inFlight {
+			q.chains[e.Head].inFlight = false
+			q.inFlight--
+		}
+	}
 	return nil
 }
 

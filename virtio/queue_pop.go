@@ -36,9 +36,13 @@ func readDesc(mem *guestmem.Memory, gpa uint64) (desc, error) {
 
 // Pop takes the next available descriptor chain (spec 2.7.13 from the
 // device's side). It returns (nil, nil) when the driver has offered nothing
-// new, and a *GuestError when the ring or chain is malformed; in that case
-// the queue does not advance and the device should stop using it. Pop only
-// reads guest memory: it never writes the descriptor table or the rings.
+// new, and a *GuestError when the ring or chain is malformed, or names a
+// head that is still in flight (ErrHeadInFlight); in that case the queue
+// does not advance and the device should stop using it. Pop only reads
+// guest memory: it never writes the descriptor table or the rings.
+//
+// The chain returned is the queue's own, reused for its head: it is valid
+// until the head goes back through AddUsed / AddUsedBatch (see Chain).
 func (q *Queue) Pop(mem *guestmem.Memory) (*Chain, error) {
 	if !q.Ready {
 		return nil, ErrQueueNotReady
@@ -74,7 +78,39 @@ func (q *Queue) Pop(mem *guestmem.Memory) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.inFlight = true
+	q.inFlight++
 	q.nextAvail++
+	return c, nil
+}
+
+// chainFor returns the queue's Chain for head, emptied for a new walk, or
+// ErrHeadInFlight if the device still holds that head.
+//
+// Spec 2.7.13 (and 2.7.5: a descriptor chain is the driver's to reuse only
+// once the device has used it, 2.7.8): the driver places a buffer into
+// free descriptors, and a chain the device has popped is not free until
+// its head comes back in the used ring. Linux's virtio_ring.c keeps that:
+// virtqueue_add_split takes its head off the free list (vq->free_head),
+// and only detach_buf_split, called from virtqueue_get_buf_ctx_split for
+// an id the device put in the used ring, returns it there. So a driver
+// that offers a head still in flight is broken or hostile. Rebuilding the
+// Chain while a device holds it (virtio-net RX keeps popped chains across
+// frames and counts their room) would change that chain under the device:
+// its lengths, its buffers, its reader's position. So the head is refused
+// as a guest error before anything of its Chain is touched, and the device
+// stops the queue until the driver resets it.
+func (q *Queue) chainFor(head uint16) (*Chain, error) {
+	if len(q.chains) != int(q.Size) {
+		// First Pop since Reset (the transport fixes Size before
+		// activation and never changes it while the device runs).
+		q.chains, q.inFlight = make([]Chain, q.Size), 0
+	}
+	c := &q.chains[head]
+	if c.inFlight {
+		return nil, q.errHead(head, ErrHeadInFlight, "offered again before it was used")
+	}
+	c.reuse(head)
 	return c, nil
 }
 
@@ -86,7 +122,10 @@ func (q *Queue) walk(mem *guestmem.Memory, head uint16) (*Chain, error) {
 	if head >= q.Size {
 		return nil, q.errHead(head, ErrDescIndex, "head %d >= size %d", head, q.Size)
 	}
-	c := &Chain{Head: head}
+	c, err := q.chainFor(head)
+	if err != nil {
+		return nil, err
+	}
 	table := q.DescAddr
 	tableLen := uint32(q.Size) // entries in the table being walked
 	inIndirect := false

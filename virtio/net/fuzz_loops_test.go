@@ -94,6 +94,7 @@ func FuzzRXTXLoops(f *testing.F) {
 	f.Add(seedLoops(0x01, 4, 4, [][]byte{make([]byte, 60)}))
 	f.Add(seedLoops(0x03, 2, 3, [][]byte{make([]byte, 100), make([]byte, 1514)}))
 	f.Add(seedLoops(0xff, 0, 8, [][]byte{make([]byte, 20)}))
+	f.Add(seedRXHeadRepeated())
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 4 {
 			return
@@ -141,6 +142,19 @@ func seedLoops(feat, rxLog, txLog byte, frames [][]byte) []byte {
 		put16(avail+2, size)
 	}
 	return append(in, mem...)
+}
+
+// seedRXHeadRepeated is seedLoops with MRG_RXBUF whose RX ring offers head
+// 0 four times, and a frame that needs three of its 256-byte buffers: RX
+// holds head 0 when the ring offers it again (virtio.ErrHeadInFlight).
+func seedRXHeadRepeated() []byte {
+	in := seedLoops(0x01, 2, 2, [][]byte{make([]byte, 600)})
+	mem := in[4+2:]
+	_, avail, _ := virtio.LegacyRingAddrs(fuzzRXPFN, 4)
+	for i := uint64(0); i < 4; i++ {
+		binary.LittleEndian.PutUint16(mem[avail+4+2*i-0x1000:], 0)
+	}
+	return in
 }
 
 // runLoops runs one input. With until, it waits (up to 10 s) for until to
@@ -244,6 +258,26 @@ func runLoops(t *testing.T, in []byte, until func(Stats) bool) (Stats, int) {
 	}
 
 	s := d.Stats()
+	// Every chain popped was used exactly once or is still held (RX keeps
+	// chains across frames): the queue's in-flight accounting, which
+	// keeps a head in flight from being popped again, agrees with the
+	// rings and with what the device counted.
+	for i, q := range queues {
+		if q.NextUsed()+uint16(q.InFlight()) != q.NextAvail() {
+			t.Fatalf("queue %d: used %d + in flight %d != popped %d", i, q.NextUsed(), q.InFlight(), q.NextAvail())
+		}
+	}
+	if uint16(s.RX.Chains) != queues[RXQueue].NextAvail() || uint16(s.TX.Chains) != queues[TXQueue].NextAvail() {
+		t.Fatalf("chains counted %d/%d, popped %d/%d", s.RX.Chains, s.TX.Chains,
+			queues[RXQueue].NextAvail(), queues[TXQueue].NextAvail())
+	}
+	// The backend never closes here, so only the guest can stop a queue.
+	for _, err := range intr.Errors() {
+		var ge *virtio.GuestError
+		if !errors.As(err, &ge) {
+			t.Fatalf("device error %v is not a GuestError", err)
+		}
+	}
 	hdr := hdrLen(features)
 	buf := make([]byte, hdrLenMrg+maxGSOFrame+1)
 	got := 0

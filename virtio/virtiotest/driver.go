@@ -319,3 +319,24 @@ func (d *Driver) Segment0(head uint16) uint64 {
 	}
 	return c.first
 }
+
+// Reset is a device reset seen from both sides (spec 2.4, 4.1.4.10): the
+// device queue forgets everything (Queue.Reset, as the transport does after
+// status 0), and the driver sets the queue up again at the same PFN with
+// zeroed rings and every descriptor free, as Linux's legacy virtio-pci
+// driver does when it re-probes. The negotiated ring features are kept.
+func (d *Driver) Reset() {
+	clear(d.RAM[d.desc : d.desc+virtio.LegacyRingBytes(d.size)])
+	d.free = d.free[:0]
+	for j := int(d.size) - 1; j >= 0; j-- {
+		d.free = append(d.free, uint16(j))
+	}
+	d.chains = map[uint16]*chain{}
+	d.availIdx, d.lastUsed, d.kickOld = 0, 0, 0
+	d.dataNext = d.dataStart
+	q := d.Queue
+	q.Reset()
+	q.DescAddr, q.AvailAddr, q.UsedAddr = d.desc, d.avail, d.used
+	q.Ready = true
+	q.SetFeatures(d.features)
+}
