@@ -26,6 +26,9 @@ type worker struct {
 	// bufs is reused for the data buffer lists of requests, so a
 	// request allocates no list of its own.
 	bufs [][]byte
+	// hdr receives each request's header: a local array would escape
+	// through the io.Reader it is read with, one allocation per request.
+	hdr [HeaderLen]byte
 }
 
 // run serves the queue until stop is closed. On guest misbehaviour it
@@ -71,9 +74,8 @@ func decisionBatch(features uint64) int {
 // handle parses and executes one request, writes its status byte last, and
 // returns the used length for AddUsed.
 func (w *worker) handle(c *virtio.Chain) (uint32, error) {
-	var hdr [HeaderLen]byte
-	n, _ := io.ReadFull(c.Reader(), hdr[:])
-	r, err := parseRequest(hdr[:n], c.ReadableLen(), c.WritableLen(), w.dev.capacity)
+	n, _ := io.ReadFull(c.Reader(), w.hdr[:])
+	r, err := parseRequest(w.hdr[:n], c.ReadableLen(), c.WritableLen(), w.dev.capacity)
 	if err != nil {
 		// err wraps ErrBadRequest and says what was wrong.
 		return 0, &virtio.GuestError{Queue: w.srv.Queue.Index, Head: c.Head, HeadValid: true, Err: err}
