@@ -38,6 +38,21 @@ func TestBeforeBlock(t *testing.T) {
 	if yields != 3 {
 		t.Fatalf("after a long wait: %d yields, want 3", yields)
 	}
+
+	// Every replaces Interval.
+	yields = 0
+	q := Point{Every: 4 * Interval}
+	q.BeforeBlock()
+	clock += int64(2 * Interval)
+	q.BeforeBlock()
+	if yields != 1 {
+		t.Fatalf("Every 4 intervals, 2 intervals in: %d yields, want 1", yields)
+	}
+	clock += int64(2 * Interval)
+	q.BeforeBlock()
+	if yields != 2 {
+		t.Fatalf("Every 4 intervals, 4 intervals in: %d yields, want 2", yields)
+	}
 }
 
 // TestBeforeBlockReal runs the real scheduler path once (no fake): it must
