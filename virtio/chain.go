@@ -38,31 +38,36 @@ type Chain struct {
 	inFlight bool
 }
 
-// retainSegs bounds the segments whose slices a reused Chain keeps between
-// uses. It is above every chain Linux's drivers build for our devices
-// (virtio-blk: seg_max + 2 = 128; virtio-net: MAX_SKB_FRAGS + 2 for TX, one
-// buffer per RX chain with MRG_RXBUF), so those reuse their slices; a
-// larger chain, only possible through an indirect table of up to 65536
-// entries, gets fresh slices that are dropped when its head is next
-// popped, so a hostile driver cannot pin Size such tables' worth of
-// memory. What stays pinned is at most Size * retainSegs * 72 bytes per
-// queue (4.5 MiB for 256 entries).
-const retainSegs = 256
+// retainSegs is the longest chain whose slices a Chain keeps once its head
+// is used: every chain Linux's drivers build for our devices (virtio-blk:
+// seg_max + 2 = 128; virtio-net: MAX_SKB_FRAGS + 2 for TX, one buffer per
+// RX chain with MRG_RXBUF), so those reuse their slices. A slice grown
+// beyond 2*retainSegs (append may round a retainSegs-long one up to that)
+// is dropped when its chain is used or fails: only an indirect table (up
+// to 65536 entries) makes one, and a driver must not be able to make the
+// queue pin Size of those. What a queue keeps between chains is at most
+// Size * 2*retainSegs * 64 bytes (a Segment and two views each: 4 MiB for
+// 256 entries).
+const retainSegs = 128
 
 // reuse readies c for a new chain at head: everything zero, but the slices
-// keep their backing arrays (within retainSegs).
+// keep their backing arrays.
 func (c *Chain) reuse(head uint16) {
-	segs, out, in := c.segs[:0], c.out[:0], c.in[:0]
-	if cap(segs) > retainSegs {
-		segs = nil
+	c.trim()
+	*c = Chain{Head: head, segs: c.segs[:0], out: c.out[:0], in: c.in[:0]}
+}
+
+// trim drops slices grown beyond 2*retainSegs (see there).
+func (c *Chain) trim() {
+	if cap(c.segs) > 2*retainSegs {
+		c.segs = nil
 	}
-	if cap(out) > retainSegs {
-		out = nil
+	if cap(c.out) > 2*retainSegs {
+		c.out = nil
 	}
-	if cap(in) > retainSegs {
-		in = nil
+	if cap(c.in) > 2*retainSegs {
+		c.in = nil
 	}
-	*c = Chain{Head: head, segs: segs, out: out, in: in}
 }
 
 // Segments returns the chain's buffers in order (readable ones first). The

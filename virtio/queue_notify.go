@@ -67,6 +67,7 @@ func (q *Queue) AddUsedBatch(mem *guestmem.Memory, elems []UsedElem) error {
 	for _, e := range elems {
 		if int(e.Head) < len(q.chains) && q.chains[e.Head].inFlight {
 			q.chains[e.Head].inFlight = false
+			q.chains[e.Head].trim()
 			q.inFlight--
 		}
 	}

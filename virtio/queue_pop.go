@@ -126,6 +126,16 @@ func (q *Queue) walk(mem *guestmem.Memory, head uint16) (*Chain, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := q.fill(mem, c); err != nil {
+		c.trim() // a long indirect table that failed keeps nothing either
+		return nil, err
+	}
+	return c, nil
+}
+
+// fill appends the buffers of the chain at c.Head to c.
+func (q *Queue) fill(mem *guestmem.Memory, c *Chain) error {
+	head := c.Head
 	table := q.DescAddr
 	tableLen := uint32(q.Size) // entries in the table being walked
 	inIndirect := false
@@ -133,19 +143,19 @@ func (q *Queue) walk(mem *guestmem.Memory, head uint16) (*Chain, error) {
 	hops := uint32(0)
 	for {
 		if hops >= tableLen {
-			return nil, q.errHead(head, ErrDescLoop, "more than %d descriptors", tableLen)
+			return q.errHead(head, ErrDescLoop, "more than %d descriptors", tableLen)
 		}
 		hops++
 		d, err := readDesc(mem, table+descSize*uint64(idx))
 		if err != nil {
 			if inIndirect {
-				return nil, q.errHead(head, ErrIndirect, "entry %d: %v", idx, err)
+				return q.errHead(head, ErrIndirect, "entry %d: %v", idx, err)
 			}
-			return nil, q.errHead(head, ErrBadRing, "descriptor %d: %v", idx, err)
+			return q.errHead(head, ErrBadRing, "descriptor %d: %v", idx, err)
 		}
 		if d.flags&DescFlagIndirect != 0 {
 			if err := q.checkIndirect(mem, head, d, inIndirect); err != nil {
-				return nil, err
+				return err
 			}
 			// Spec 2.7.5.3.2: zero or more direct descriptors may
 			// precede one indirect descriptor, which ends the direct
@@ -155,13 +165,13 @@ func (q *Queue) walk(mem *guestmem.Memory, head uint16) (*Chain, error) {
 			continue
 		}
 		if err := c.add(mem, d); err != nil {
-			return nil, q.errHead(head, err.kind, "descriptor %d: %s", idx, err.msg)
+			return q.errHead(head, err.kind, "descriptor %d: %s", idx, err.msg)
 		}
 		if d.flags&DescFlagNext == 0 {
-			return c, nil
+			return nil
 		}
 		if uint32(d.next) >= tableLen {
-			return nil, q.errHead(head, ErrDescIndex, "descriptor %d: next %d >= %d", idx, d.next, tableLen)
+			return q.errHead(head, ErrDescIndex, "descriptor %d: next %d >= %d", idx, d.next, tableLen)
 		}
 		idx = uint32(d.next)
 	}
