@@ -87,10 +87,10 @@ func (q *Queue) Pop(mem *guestmem.Memory) (*Chain, error) {
 // chainFor returns the queue's Chain for head, emptied for a new walk, or
 // ErrHeadInFlight if the device still holds that head.
 //
-// Spec 2.7.13 (and 2.7.5: a descriptor chain is the driver's to reuse only
-// once the device has used it, 2.7.8): the driver places a buffer into
-// free descriptors, and a chain the device has popped is not free until
-// its head comes back in the used ring. Linux's virtio_ring.c keeps that:
+// Spec 2.7.13, step 1: the driver places a buffer into free descriptors of
+// the descriptor table (2.7.5), and a chain the device has popped is not
+// free until its head comes back in the used ring (2.7.8, 2.7.14): until
+// then it is the device's. Linux's virtio_ring.c keeps that:
 // virtqueue_add_split takes its head off the free list (vq->free_head),
 // and only detach_buf_split, called from virtqueue_get_buf_ctx_split for
 // an id the device put in the used ring, returns it there. So a driver
