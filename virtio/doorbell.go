@@ -61,6 +61,10 @@ type Doorbell struct {
 	closed  bool
 	waiting bool // a Wait is using the fd
 	yield   yield.Point
+	// pfd is waitFD's ppoll argument, kept here so a Wait allocates
+	// nothing: a local array escapes through pollFDs (a variable) and
+	// cost one allocation per sleep.
+	pfd [1]unix.PollFd
 }
 
 // softRing is what Ring adds to the eventfd counter. KVM's ioeventfd adds
@@ -146,8 +150,8 @@ func (b *Doorbell) Wait() {
 // waitFD is Wait on the eventfd.
 func (b *Doorbell) waitFD() {
 	for {
-		fds := [1]unix.PollFd{{Fd: int32(b.fd), Events: unix.POLLIN}}
-		if err := pollFDs(fds[:]); err != nil {
+		b.pfd[0] = unix.PollFd{Fd: int32(b.fd), Events: unix.POLLIN}
+		if err := pollFDs(b.pfd[:]); err != nil {
 			b.fail(fmt.Errorf("virtio: doorbell poll: %w", err))
 			return
 		}

@@ -241,3 +241,16 @@ func TestDoorbellClose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDoorbellWaitNoAlloc: a device going to sleep on its doorbell
+// allocates nothing (it does so once per kick it waits for).
+func TestDoorbellWaitNoAlloc(t *testing.T) {
+	b := newBell(t)
+	n := testing.AllocsPerRun(100, func() {
+		b.Ring()
+		b.Wait()
+	})
+	if n != 0 {
+		t.Fatalf("Ring+Wait allocated %v times per run, want 0", n)
+	}
+}
