@@ -107,11 +107,14 @@ func TestNetSoak(t *testing.T) {
 		}
 		count = n
 	}
-	// At least 1000 replies/s over the whole run (a quiet host does 10-40x
-	// that), plus start-up. The flood ends on the first "quit", sent when
-	// ping is done; its own bounds are the same time and 1000 datagrams per
-	// ping (the guest sends 40k-1M/s).
-	limit := 60*time.Second + time.Duration(count)*time.Millisecond
+	// At least 250 replies/s over the whole run, plus start-up: a bound
+	// that ends a hang, not a speed judgement. Each reply queues behind
+	// the guest's flood in its TX ring (256 frames at ~160k/s on a quiet
+	// host: ~1.6 ms), so ping -f gets ~530 replies/s there (measured at
+	// 1e6 pings: the old 1000/s bound ended a stall-free run at 56%). The
+	// flood ends on the first "quit", sent when ping is done; its own
+	// bounds are the same time and 1000 datagrams per ping.
+	limit := 60*time.Second + time.Duration(count)*4*time.Millisecond
 	ns := benchNetns(t)
 	var sink *net.UDPConn
 	if err := inNS(ns, func() (err error) {
