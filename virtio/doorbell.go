@@ -61,10 +61,13 @@ type Doorbell struct {
 	closed  bool
 	waiting bool // a Wait is using the fd
 	yield   yield.Point
-	// pfd is waitFD's ppoll argument, kept here so a Wait allocates
-	// nothing: a local array escapes through pollFDs (a variable) and
-	// cost one allocation per sleep.
-	pfd [1]unix.PollFd
+	// pfd and rbuf are waitFD's ppoll argument and take's read buffer,
+	// kept here so a Wait allocates nothing: a local array escapes (the
+	// ppoll one through pollFDs, a variable; the read buffer through
+	// x/sys's race annotations under -race) and cost an allocation per
+	// sleep. Only the goroutine in Wait or Clear uses them (see above).
+	pfd  [1]unix.PollFd
+	rbuf [8]byte
 }
 
 // softRing is what Ring adds to the eventfd counter. KVM's ioeventfd adds
@@ -227,7 +230,7 @@ func (b *Doorbell) closeFD() error {
 // take reads the eventfd counter. false with no error: nothing pending, or
 // a wake that Intercept took over.
 func (b *Doorbell) take() (bool, error) {
-	var buf [8]byte
+	buf := &b.rbuf
 	for {
 		n, err := unix.Read(b.fd, buf[:])
 		switch {
