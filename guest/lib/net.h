@@ -74,6 +74,17 @@ int net_send_udp_fill(struct netif *nif, uint32_t dst, uint16_t sport,
 int net_send_ping(struct netif *nif, uint32_t dst, uint16_t id,
 		  uint16_t seq, uint32_t payload);
 
+/* A sender's pace: when it last kicked a batch out, and the longest wait
+ * between two batches (the TX ring full: the device not taking frames). */
+struct tx_pace {
+	uint64_t last, max_stall; /* TSC */
+};
+
+/* net_tx_paced ends one round of a flood loop that queued n frames: with
+ * n > 0 it kicks them out (vnet_tx_flush) and records the wait since the
+ * previous batch, with none it only relaxes the CPU. */
+void net_tx_paced(struct netif *nif, struct tx_pace *p, int n);
+
 /* parse_ipv4 parses dotted quad s into host order; false if malformed. */
 bool parse_ipv4(const char *s, uint32_t *ip);
 /* net_print_counters prints " rx= tx= icmp= udp= arp= drops= ..." and the

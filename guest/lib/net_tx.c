@@ -1,6 +1,8 @@
 /* The senders of lib/net.h: IPv4 UDP and ICMP echo frames built in a free
- * TX slot and queued without a kick (vnet_tx_flush kicks). */
+ * TX slot and queued without a kick (vnet_tx_flush kicks), and the pacing of
+ * the flood loops. */
 #include "net.h"
+#include "io.h"
 #include "net_priv.h"
 #include "string.h"
 
@@ -32,9 +34,18 @@ static uint8_t *ip_frame(struct netif *nif, uint32_t dst, uint8_t proto,
 	return f;
 }
 
-static uint32_t pad(uint32_t len)
+/* tx_finish queues a built frame of total bytes, padded with zeroes to
+ * Ethernet's 60-byte minimum. */
+static int tx_finish(struct netif *nif, uint8_t *f, uint32_t total)
 {
-	return len < 60 ? 60 : len;
+	if (total < 60) {
+		memset(f + total, 0, 60 - total);
+		total = 60;
+	}
+	if (vnet_tx_commit(&nif->vn, f, total) < 0)
+		return -1;
+	nif->tx++;
+	return 0;
 }
 
 static int udp_finish(struct netif *nif, uint8_t *f, uint32_t dst,
@@ -50,12 +61,7 @@ static int udp_finish(struct netif *nif, uint8_t *f, uint32_t dst,
 	put16(u + 6, 0);
 	c = udp_csum(nif->ip, dst, u, UDP_HLEN + len);
 	put16(u + 6, c ? c : 0xffff);
-	if (total < 60)
-		memset(f + total, 0, 60 - total);
-	if (vnet_tx_commit(&nif->vn, f, pad(total)) < 0)
-		return -1;
-	nif->tx++;
-	return 0;
+	return tx_finish(nif, f, total);
 }
 
 int net_send_udp(struct netif *nif, uint32_t dst, uint16_t sport,
@@ -105,10 +111,20 @@ int net_send_ping(struct netif *nif, uint32_t dst, uint16_t id,
 	for (uint32_t i = 0; i < payload; i++)
 		ic[ICMP_HLEN + i] = (uint8_t)i;
 	put16(ic + 2, csum_fold(csum_add(0, ic, ICMP_HLEN + payload)));
-	if (total < 60)
-		memset(f + total, 0, 60 - total);
-	if (vnet_tx_commit(&nif->vn, f, pad(total)) < 0)
-		return -1;
-	nif->tx++;
-	return 0;
+	return tx_finish(nif, f, total);
+}
+
+void net_tx_paced(struct netif *nif, struct tx_pace *p, int n)
+{
+	uint64_t now;
+
+	if (!n) {
+		cpu_relax();
+		return;
+	}
+	now = rdtsc();
+	vnet_tx_flush(&nif->vn);
+	if (now - p->last > p->max_stall)
+		p->max_stall = now - p->last;
+	p->last = now;
 }

@@ -89,7 +89,8 @@ static void flood_run(void)
 	uint32_t dst, size, seq = 0;
 	uint16_t port;
 	unsigned long sent = 0, full_waits = 0, rx0, icmp0;
-	uint64_t last_send, max_stall = 0, drain0, drain_us;
+	struct tx_pace pace = { 0 };
+	uint64_t drain0, drain_us;
 	unsigned long reaped0;
 	uint32_t undrained;
 	bool icmp, ok = true;
@@ -111,7 +112,7 @@ static void flood_run(void)
 	}
 	rx0 = nif->rx;
 	icmp0 = nif->icmp;
-	t0 = last_send = rdtsc();
+	t0 = pace.last = rdtsc();
 	/* "quit" from the host ends the flood early (then net-echo serves
 	 * until the next one): a soak floods for exactly as long as its
 	 * ping runs, whatever the rates. */
@@ -137,17 +138,9 @@ static void flood_run(void)
 			sent++;
 			k++;
 		}
-		if (k) {
-			uint64_t now = rdtsc();
-
-			vnet_tx_flush(&nif->vn);
-			if (now - last_send > max_stall)
-				max_stall = now - last_send;
-			last_send = now;
-		} else {
+		if (!k)
 			full_waits++;
-			cpu_relax();
-		}
+		net_tx_paced(nif, &pace, k);
 	}
 	us = tsc_to_us(rdtsc() - t0);
 	/* Let the device finish what is queued (bounded), still answering
@@ -178,7 +171,7 @@ static void flood_run(void)
 	       (unsigned long long)count, (unsigned long long)us,
 	       (unsigned long long)(us ? sent * 1000000ull / us : 0),
 	       full_waits, nif->rx - rx0, nif->icmp - icmp0, size,
-	       (unsigned long long)tsc_to_us(max_stall),
+	       (unsigned long long)tsc_to_us(pace.max_stall),
 	       vnet_broken(&nif->vn) ? "broken" : sent == count ? "count" :
 	       nif->quit ? "quit" : "deadline", (unsigned long long)drain_us,
 	       undrained);

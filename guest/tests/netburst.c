@@ -84,7 +84,8 @@ static void burst_tx(struct netif *nif)
 	bool ok = true;
 
 	for (uint32_t k = 0; k < bs.bursts && ok; k++) {
-		uint64_t t0 = rdtsc(), last = t0, stall = 0;
+		uint64_t t0 = rdtsc();
+		struct tx_pace pace = { .last = t0 };
 		uint64_t give_up = tsc_after(bs.wait_ms);
 		uint32_t sent = 0;
 
@@ -105,19 +106,10 @@ static void burst_tx(struct netif *nif)
 				sent++;
 				n++;
 			}
-			if (n) {
-				uint64_t now = rdtsc();
-
-				vnet_tx_flush(&nif->vn);
-				if (now - last > stall)
-					stall = now - last;
-				last = now;
-			} else {
-				cpu_relax();
-			}
+			net_tx_paced(nif, &pace, n);
 		}
 		send_us[k] = tsc_to_us(rdtsc() - t0);
-		stall_us[k] = tsc_to_us(stall);
+		stall_us[k] = tsc_to_us(pace.max_stall);
 		if (sent < bs.per_burst) {
 			/* The ring stayed full: the device stopped taking
 			 * frames and no kick of ours woke it. */
