@@ -87,6 +87,12 @@ func (t *Tap) WaitReadable() error {
 	return t.waitRead()
 }
 
+// PollFD is the tun fd, for a caller that polls it together with fds of its
+// own (virtio-net's I/O goroutine: the tap and its doorbells in one ppoll)
+// and then reads with TryReadv. It is valid until Close; polling it is the
+// caller's business to end before then.
+func (t *Tap) PollFD() int { return t.fd }
+
 // Writev writes one frame gathered from iovs (at most IOV_MAX of them).
 func (t *Tap) Writev(iovs [][]byte) (int, error) {
 	t.mu.RLock()

@@ -77,11 +77,11 @@ type Doorbell struct {
 // would take the guest hours of exits while the device never looks.)
 const softRing = 1 << 32
 
-// pollFDs is ppoll(2) on the doorbell. A variable so a test can make it
-// fail.
-var pollFDs = func(fds []unix.PollFd) error {
+// pollFDs is ppoll(2) on a doorbell (and, for a Waiter, other fds), with an
+// optional timeout. A variable so a test can make it fail.
+var pollFDs = func(fds []unix.PollFd, timeout *unix.Timespec) error {
 	for {
-		_, err := unix.Ppoll(fds, nil, nil)
+		_, err := unix.Ppoll(fds, timeout, nil)
 		if err != unix.EINTR {
 			return err
 		}
@@ -132,29 +132,44 @@ func (b *Doorbell) Ring() {
 // Wait blocks until the doorbell is rung (or was rung since the last Wait
 // or Clear), and takes the ring.
 func (b *Doorbell) Wait() {
-	b.mu.Lock()
-	if b.closed || b.broken.Load() {
-		b.mu.Unlock()
+	if !b.arm() {
 		<-b.ch
 		return
 	}
-	b.waiting = true
-	b.mu.Unlock()
 	b.yield.BeforeBlock() // see internal/yield
 	b.waitFD()
+	b.disarm()
+}
+
+// arm marks the eventfd in use by a waiter, so Close leaves closing it to
+// disarm; false: the doorbell runs on its channel (broken or closed).
+func (b *Doorbell) arm() bool {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.broken.Load() {
+		return false
+	}
+	b.waiting = true
+	return true
+}
+
+// disarm ends a wait begun with arm; it reports whether Close came
+// meanwhile (and then closes the fd, as Close left it to us).
+func (b *Doorbell) disarm() (closed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.waiting = false
 	if b.closed {
 		b.closeFD() // Close woke us and left the fd to us
 	}
-	b.mu.Unlock()
+	return b.closed
 }
 
 // waitFD is Wait on the eventfd.
 func (b *Doorbell) waitFD() {
 	for {
 		b.pfd[0] = unix.PollFd{Fd: int32(b.fd), Events: unix.POLLIN}
-		if err := pollFDs(b.pfd[:]); err != nil {
+		if err := pollFDs(b.pfd[:], nil); err != nil {
 			b.fail(fmt.Errorf("virtio: doorbell poll: %w", err))
 			return
 		}

@@ -185,7 +185,7 @@ func TestDoorbellFallsBack(t *testing.T) {
 		}, ErrDoorbellRead},
 		{"poll", func(t *testing.T, b *Doorbell) {
 			orig := pollFDs
-			pollFDs = func([]unix.PollFd) error { return unix.ENOMEM }
+			pollFDs = func([]unix.PollFd, *unix.Timespec) error { return unix.ENOMEM }
 			t.Cleanup(func() { pollFDs = orig })
 		}, unix.ENOMEM},
 	} {

@@ -20,9 +20,11 @@ import (
 //	work arrived?  -> next pass at once (the driver saw kicks off and did not kick)
 //	otherwise      -> sleep on the doorbell (or stop)
 //
+// A goroutine that serves several queues (virtio-net: RX, TX and the
+// backend) runs Pass on each and sleeps on all of them at once (Waiter).
 // Devices that are not a pure request/response drain (virtio-net RX, whose
 // work is driven by the backend) use the same pieces directly: Used /
-// UsedBatch, Signal and WaitAvail.
+// UsedBatch, Signal, ArmAvail and Quiet.
 
 // NotifyCounters counts what one queue's notifications did. The device
 // goroutine writes them; anyone may read them at any time.
@@ -43,15 +45,15 @@ type Handler func(c *Chain) (uint32, error)
 
 // Server runs one queue's notification discipline on the device's I/O
 // goroutine. Fill in the fields, then call Serve (or, for a device driven
-// by its backend, Used/UsedBatch, Signal and WaitAvail). A Server is used by
-// one goroutine only, like its Queue.
+// by its backend, Used/UsedBatch, Signal, ArmAvail and Quiet). A Server is
+// used by one goroutine only, like its Queue.
 type Server struct {
 	Mem   *guestmem.Memory
 	Queue *Queue
 	// Bell is the queue's kick, waited on by this goroutine itself.
 	Bell *Doorbell
 	Intr Interrupt
-	// Stop ends Serve (and WaitAvail) when closed: the device is being
+	// Stop ends Serve (and Pass) when closed: the device is being
 	// reset. Whoever closes it then rings Bell, so a Server asleep on
 	// the doorbell wakes to see it (the ring stays pending if it is not
 	// asleep yet: no lost wakeup).
@@ -100,22 +102,60 @@ func (s *Server) Stopped() bool {
 // served. Chains used before an error are still signalled.
 func (s *Server) Serve(handle Handler) error {
 	for {
-		if err := s.Queue.DisableNotify(s.Mem); err != nil {
+		end, err := s.Pass(handle, 0)
+		if err != nil {
 			return err
 		}
-		stopped, derr := s.drain(handle)
-		if stopped {
-			// Reset is under way: the driver forgets the rings, no
-			// interrupt is owed.
+		if end == PassStopped {
 			return nil
+		}
+		// PassIdle (no budget, so never PassMore): kicks are on and
+		// the re-check found the ring empty.
+		if !s.sleep() {
+			return nil
+		}
+	}
+}
+
+// PassEnd says how a Pass ended.
+type PassEnd int
+
+const (
+	// PassIdle: kicks are on and the re-check found the ring empty; the
+	// caller may sleep on Bell.
+	PassIdle PassEnd = iota
+	// PassMore: the budget was spent with chains possibly left; kicks
+	// stay off, so the caller must Pass again before it sleeps.
+	PassMore
+	// PassStopped: Stop closed (a Reset is under way); no interrupt is
+	// owed, the driver forgets the rings.
+	PassStopped
+)
+
+// Pass serves what the ring holds, at most budget chains (0: no limit),
+// without sleeping: Serve's loop body, for a goroutine that serves more than
+// one queue (virtio-net's, both queues and its backend) and sleeps on all of
+// them at once. It ends with the interrupt decision for the chains it used.
+// An error is as for Serve.
+func (s *Server) Pass(handle Handler, budget int) (PassEnd, error) {
+	for {
+		if err := s.Queue.DisableNotify(s.Mem); err != nil {
+			return 0, err
+		}
+		stopped, spent, derr := s.drain(handle, budget)
+		if stopped {
+			return PassStopped, nil
 		}
 		// The interrupt decision, once per pass, also after a drain
 		// that ended on a bad chain: the chains before it are done.
 		if err := s.Signal(); err != nil {
-			return err
+			return 0, err
 		}
 		if derr != nil {
-			return derr
+			return 0, derr
+		}
+		if spent {
+			return PassMore, nil
 		}
 		// The re-check that prevents lost kicks: EnableNotify publishes
 		// that we want kicks, FENCE, then re-reads avail idx (see its
@@ -124,55 +164,69 @@ func (s *Server) Serve(handle Handler) error {
 		// never: skipping this and sleeping would hang the queue.
 		more, err := s.Queue.EnableNotify(s.Mem)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if more {
-			s.Queue.watch.KicksSuppressed.Add(1)
-			continue
+		if !more {
+			return PassIdle, nil
 		}
-		if !s.sleep() {
-			return nil
-		}
+		s.Queue.watch.KicksSuppressed.Add(1)
 	}
 }
 
-// drain serves every available chain. It reports stopped when Stop closed
-// in between.
-func (s *Server) drain(handle Handler) (stopped bool, err error) {
-	for {
+// drain serves available chains, at most budget of them (0: all). It
+// reports stopped when Stop closed in between, spent when it stopped at the
+// budget.
+func (s *Server) drain(handle Handler, budget int) (stopped, spent bool, err error) {
+	for n := 0; ; n++ {
 		if s.Stopped() {
-			return true, nil
+			return true, false, nil
+		}
+		if budget > 0 && n == budget {
+			return false, true, nil
 		}
 		s.Hold() // paused: take nothing
 		c, err := s.Queue.Pop(s.Mem)
 		if err != nil || c == nil {
-			return false, err
+			return false, false, err
 		}
 		n, err := handle(c)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if err := s.Used(c.Head, n); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 }
 
-// sleep waits for a kick; false means Stop closed.
+// sleep waits for a kick on Bell; false means Stop closed.
 func (s *Server) sleep() bool {
-	// For the watchdog: what we have seen, then that we sleep (it
-	// judges SeenAvail only while Sleeping).
-	w := s.Queue.watch
-	w.SeenAvail.Store(uint32(s.Queue.NextAvail()))
-	w.Sleeping.Store(true)
-	defer w.Sleeping.Store(false)
+	s.Sleeping()
 	// This thread blocks in ppoll on the doorbell: a kick wakes it and
 	// no other (see Doorbell).
 	s.Bell.Wait()
+	return s.Woke(true)
+}
+
+// Sleeping tells the watchdog the queue is about to sleep on its kick, and
+// what it has seen of the ring (it judges SeenAvail only while Sleeping).
+// Call Woke when the sleep ends.
+func (s *Server) Sleeping() {
+	w := s.Queue.watch
+	w.SeenAvail.Store(uint32(s.Queue.NextAvail()))
+	w.Sleeping.Store(true)
+}
+
+// Woke ends a sleep begun with Sleeping; rung says whether the queue's kick
+// (Bell) ended it. It returns false when Stop closed meanwhile.
+func (s *Server) Woke(rung bool) bool {
+	s.Queue.watch.Sleeping.Store(false)
 	if s.Stopped() {
 		return false // the ring was Reset's
 	}
-	s.counters().Kicks.Add(1)
+	if rung {
+		s.counters().Kicks.Add(1)
+	}
 	return true
 }
 
@@ -236,37 +290,29 @@ func (s *Server) Signal() error {
 	return s.Intr.SignalUsed(s.Queue.Index)
 }
 
-// WaitAvail is for a device that found the ring empty while it needs a
+// ArmAvail is for a device that found the ring empty while it needs a
 // buffer (virtio-net RX): it makes the interrupt decision for what it has
-// used (the driver refills on interrupts), asks for kicks, re-checks the
-// ring, sleeps on the kick only if it is still empty, and asks for no kicks
-// again before returning, so kicks stay off while the device has buffers.
-// onSleep, if not nil, is called before sleeping. It returns false when
-// Stop closed.
-func (s *Server) WaitAvail(onSleep func()) (bool, error) {
+// used (the driver refills on interrupts), asks for kicks and re-checks the
+// ring. more: buffers arrived meanwhile, no sleep. Otherwise the device
+// sleeps until Bell rings (Sleeping, then Woke). Either way it calls Quiet
+// before it goes on, so kicks stay off while it has buffers.
+func (s *Server) ArmAvail() (more bool, err error) {
 	if err := s.Signal(); err != nil {
 		return false, err
 	}
-	// Same re-check as in Serve: without it a buffer added while kicks
+	// Same re-check as in Pass: without it a buffer added while kicks
 	// were off is never seen.
-	more, err := s.Queue.EnableNotify(s.Mem)
+	more, err = s.Queue.EnableNotify(s.Mem)
 	if err != nil {
 		return false, err
 	}
 	if more {
 		s.Queue.watch.KicksSuppressed.Add(1)
-	} else {
-		if onSleep != nil {
-			onSleep()
-		}
-		if !s.sleep() {
-			return false, nil
-		}
 	}
-	return true, s.Queue.DisableNotify(s.Mem)
+	return more, nil
 }
 
 // Quiet asks the driver for no kicks (DisableNotify). A device that polls
-// the ring itself while it has work calls it when it starts; WaitAvail turns
+// the ring itself while it has work calls it when it starts; ArmAvail turns
 // kicks back on only while it waits.
 func (s *Server) Quiet() error { return s.Queue.DisableNotify(s.Mem) }

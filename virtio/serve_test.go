@@ -170,9 +170,9 @@ func TestServeErrors(t *testing.T) {
 	})
 }
 
-// TestWaitAvail: a device that polls the ring itself (virtio-net RX) keeps
+// TestArmAvail: a device that polls the ring itself (virtio-net RX) keeps
 // kicks off while it has buffers and turns them on only while it waits.
-func TestWaitAvail(t *testing.T) {
+func TestArmAvail(t *testing.T) {
 	for _, features := range []uint64{0, eventIdx} {
 		d := virtiotest.New(t, memSize, 16)
 		d.SetFeatures(features)
@@ -195,49 +195,46 @@ func TestWaitAvail(t *testing.T) {
 		if d.NeedsKick() {
 			t.Fatalf("features %#x: kick asked for while the device has buffers", features)
 		}
-		// The ring has a buffer: WaitAvail's re-check returns at once,
-		// after the interrupt decision for the used chain.
-		slept := false
-		if ok, err := srv.WaitAvail(func() { slept = true }); !ok || err != nil || slept {
-			t.Fatalf("WaitAvail with a buffer posted = %v, %v, slept %v", ok, err, slept)
+		// The ring has a buffer: ArmAvail's re-check finds it, after
+		// the interrupt decision for the used chain.
+		if more, err := srv.ArmAvail(); !more || err != nil {
+			t.Fatalf("ArmAvail with a buffer posted = %v, %v", more, err)
 		}
 		if intr.Used(0) != 1 {
 			t.Fatalf("no interrupt decision before waiting: %d interrupts", intr.Used(0))
 		}
+		if err := srv.Quiet(); err != nil {
+			t.Fatal(err)
+		}
 		if c, _ := d.Queue.Pop(d.Mem); c == nil {
 			t.Fatal("no chain")
 		}
-		// Empty ring: WaitAvail asks for a kick and sleeps until it.
-		done := make(chan bool, 1)
-		go func() {
-			ok, err := srv.WaitAvail(nil)
-			done <- ok && err == nil
-		}()
-		// Wait until the device asks for kicks, then post and kick.
-		asked := func() bool {
-			if features&eventIdx != 0 {
-				return d.AvailEvent() == d.AvailIdx()
-			}
-			return d.UsedFlags()&virtio.UsedFlagNoNotify == 0
+		// Empty ring: ArmAvail asks for a kick; the driver's next
+		// buffer kicks, and the kick rings the doorbell.
+		if more, err := srv.ArmAvail(); more || err != nil {
+			t.Fatalf("ArmAvail on an empty ring = %v, %v", more, err)
 		}
-		for deadline := time.Now().Add(5 * time.Second); !asked() && time.Now().Before(deadline); {
-			time.Sleep(100 * time.Microsecond)
-		}
+		srv.Sleeping()
 		d.AddChain(nil, []int{1})
-		kicked := d.KickIfNeeded()
-		if !kicked || !<-done {
-			t.Fatalf("features %#x: WaitAvail did not ask for a kick or did not wake on it", features)
+		if !d.KickIfNeeded() {
+			t.Fatalf("features %#x: ArmAvail did not ask for a kick", features)
+		}
+		d.Bell().Wait() // returns: the kick rang it
+		if !srv.Woke(true) {
+			t.Fatal("Woke before stop = false")
+		}
+		if err := srv.Quiet(); err != nil {
+			t.Fatal(err)
 		}
 		if features == 0 && d.UsedFlags()&virtio.UsedFlagNoNotify == 0 {
-			t.Fatal("kicks left on after WaitAvail")
+			t.Fatal("kicks left on after Quiet")
 		}
 		if c, _ := d.Queue.Pop(d.Mem); c == nil {
 			t.Fatal("no chain after the kick")
 		}
 		close(stop)
-		d.Kick() // as a device's Reset does: wakes the sleeper to see Stop
-		if ok, _ := srv.WaitAvail(nil); ok {
-			t.Fatal("WaitAvail after stop = true")
+		if srv.Woke(true) {
+			t.Fatal("Woke after stop = true")
 		}
 	}
 }

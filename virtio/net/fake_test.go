@@ -1,7 +1,6 @@
 package virtionet
 
 import (
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -9,18 +8,20 @@ import (
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
+	"golang.org/x/sys/unix"
 )
 
 // fakeBackend is an in-memory tap: frames queued for the guest are read by
 // the device; frames the device writes are recorded, and with loop set
 // they are queued back for the guest (a loopback cable).
 type fakeBackend struct {
-	mu        sync.Mutex
-	changed   chan struct{}
+	mu sync.Mutex
+	// efd is PollFD: an eventfd kept readable while a frame or a read
+	// error is pending (and maybe a little longer: "may be pending").
+	efd       int
 	toGuest   [][]byte
 	fromGuest [][]byte
 	loop      bool
-	deadline  time.Time
 	hdrSize   int
 	offload   uint
 	writeErr  error
@@ -33,11 +34,22 @@ type fakeBackend struct {
 	beforeWrite func()
 }
 
-func newFake(loop bool) *fakeBackend {
-	return &fakeBackend{loop: loop, changed: make(chan struct{})}
+func newFake(t testing.TB, loop bool) *fakeBackend {
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(efd) })
+	return &fakeBackend{loop: loop, efd: efd}
 }
 
-func (f *fakeBackend) wake() { close(f.changed); f.changed = make(chan struct{}) } // mu held
+// wake makes PollFD readable; mu held.
+func (f *fakeBackend) wake() {
+	one := [8]byte{1}
+	unix.Write(f.efd, one[:])
+}
+
+func (f *fakeBackend) PollFD() int { return f.efd }
 
 // injectErr makes the next TryReadv fail with err.
 func (f *fakeBackend) injectErr(err error) {
@@ -76,6 +88,8 @@ func (f *fakeBackend) TryReadv(iovs [][]byte) (int, error) {
 		return 0, err
 	}
 	if len(f.toGuest) == 0 {
+		var b [8]byte
+		unix.Read(f.efd, b[:]) // nothing pending: not readable
 		return 0, tap.ErrWouldBlock
 	}
 	fr := f.toGuest[0]
@@ -86,38 +100,6 @@ func (f *fakeBackend) TryReadv(iovs [][]byte) (int, error) {
 		n += copy(v, fr[n:])
 	}
 	return len(fr), nil // like tun: the frame's length even if truncated
-}
-
-func (f *fakeBackend) WaitReadable() error {
-	for {
-		f.mu.Lock()
-		if len(f.toGuest) > 0 || len(f.readErrs) > 0 {
-			f.mu.Unlock()
-			return nil
-		}
-		if !f.deadline.IsZero() && !time.Now().Before(f.deadline) {
-			f.mu.Unlock()
-			return os.ErrDeadlineExceeded
-		}
-		ch := f.changed
-		f.mu.Unlock()
-		<-ch
-	}
-}
-
-func (f *fakeBackend) SetReadDeadline(t time.Time) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.deadline = t
-	f.wake()
-	if !t.IsZero() {
-		time.AfterFunc(time.Until(t), func() {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.wake()
-		})
-	}
-	return nil
 }
 
 func (f *fakeBackend) Writev(iovs [][]byte) (int, error) {
@@ -178,7 +160,7 @@ func newEnv(t *testing.T, features uint64, loop bool) *env {
 func newEnvIntr(t *testing.T, features uint64, loop bool, wrap func(*virtiotest.RecordingInterrupt) virtio.Interrupt) *env {
 	t.Helper()
 	ds := virtiotest.NewQueues(t, 4<<20, QueueSize, QueueSize)
-	be := newFake(loop)
+	be := newFake(t, loop)
 	dev, err := New(be, Config{MAC: testMAC})
 	if err != nil {
 		t.Fatalf("New: %v", err)

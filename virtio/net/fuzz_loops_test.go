@@ -4,9 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,12 +19,10 @@ import (
 // sockBackend is a Backend over one end of an AF_UNIX SOCK_SEQPACKET
 // socketpair, standing in for the tap: message boundaries are kept like a
 // tap's frames, a read reports the frame's full length like tun (MSG_TRUNC),
-// and the fd is non-blocking. It opens nothing else (a deadline is polled,
-// not signalled through an eventfd), so a fuzz input owns exactly the two
-// fds of its pair and closes both.
+// and the fd is non-blocking. It opens nothing else, so a fuzz input owns
+// exactly the two fds of its pair and closes both.
 type sockBackend struct {
-	fd       int
-	deadline atomic.Int64 // Unix nanoseconds; 0: none
+	fd int
 }
 
 func (s *sockBackend) TryReadv(iovs [][]byte) (int, error) {
@@ -37,34 +33,7 @@ func (s *sockBackend) TryReadv(iovs [][]byte) (int, error) {
 	return n, err
 }
 
-// WaitReadable polls in 1 ms steps so that a deadline set meanwhile (how
-// Reset stops the RX goroutine) is seen without a wake-up fd.
-func (s *sockBackend) WaitReadable() error {
-	for {
-		if d := s.deadline.Load(); d != 0 && time.Now().UnixNano() >= d {
-			return os.ErrDeadlineExceeded
-		}
-		fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
-		ts := unix.NsecToTimespec(int64(time.Millisecond))
-		n, err := unix.Ppoll(fds, &ts, nil)
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		if n > 0 {
-			return nil
-		}
-	}
-}
-
-func (s *sockBackend) SetReadDeadline(t time.Time) error {
-	if t.IsZero() {
-		s.deadline.Store(0)
-	} else {
-		s.deadline.Store(t.UnixNano())
-	}
-	return nil
-}
-
+func (s *sockBackend) PollFD() int                       { return s.fd }
 func (s *sockBackend) Writev(iovs [][]byte) (int, error) { return unix.Writev(s.fd, iovs) }
 func (s *sockBackend) SetVnetHdrSize(int) error          { return nil }
 func (s *sockBackend) SetOffload(uint) error             { return nil }

@@ -51,7 +51,7 @@ func FuzzTXChain(f *testing.F) {
 		copy(txd.RAM[0x300000:], data)
 		txd.SetAvailRing(0, 0)
 		txd.SetAvailIdx(1)
-		be := newFake(false)
+		be := newFake(t, false)
 		d, err := New(be, Config{MAC: testMAC})
 		if err != nil {
 			t.Fatal(err)

@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
-	"time"
 
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
@@ -53,12 +51,11 @@ type Backend interface {
 	// TryReadv reads one frame into iovs, or returns an error wrapping
 	// tap.ErrWouldBlock when none is pending. It never blocks.
 	TryReadv(iovs [][]byte) (int, error)
-	// WaitReadable blocks until a frame may be pending or the read
-	// deadline passes.
-	WaitReadable() error
-	// SetReadDeadline makes WaitReadable return (now and until cleared
-	// with the zero time): how Reset unblocks the RX goroutine.
-	SetReadDeadline(t time.Time) error
+	// PollFD is polled (POLLIN) for a frame that may be pending, by
+	// the device's I/O goroutine together with its doorbells. It stays
+	// valid until the backend is closed, which its owner does only
+	// after Reset.
+	PollFD() int
 	// Writev writes one frame gathered from iovs.
 	Writev(iovs [][]byte) (int, error)
 	// SetVnetHdrSize sets the header length (10 or 12).
@@ -75,7 +72,7 @@ type Config struct {
 }
 
 // Device is a virtio-net device. The transport serialises Activate, Reset
-// and config access; the two I/O goroutines share only Stats.
+// and config access; its one I/O goroutine (loop) shares only Stats.
 type Device struct {
 	be Backend
 
@@ -161,7 +158,7 @@ func (d *Device) MAC() net.HardwareAddr {
 }
 
 // Activate configures the backend for the negotiated features and starts
-// the RX and TX goroutines.
+// the I/O goroutine that serves both queues.
 func (d *Device) Activate(a virtio.Activation) error {
 	if d.stop != nil {
 		return errors.New("virtionet: already active")
@@ -176,38 +173,28 @@ func (d *Device) Activate(a virtio.Activation) error {
 	if err := d.be.SetOffload(offloadFlags(a.Features)); err != nil {
 		return fmt.Errorf("virtionet: %w", err)
 	}
-	if err := d.be.SetReadDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("virtionet: %w", err)
-	}
 	d.stop = make(chan struct{})
 	d.bells = a.Bells[:2]
-	rx := newRX(d, a, hdr)
-	tx := newTX(d, a, hdr)
-	d.wg.Add(2)
-	go func() { defer d.wg.Done(); rx.run() }()
-	go func() { defer d.wg.Done(); tx.run() }()
+	l := &loop{rx: newRX(d, a, hdr), tx: newTX(d, a, hdr), be: d.be, stop: d.stop}
+	copy(l.bells[:], a.Bells[:2])
+	d.wg.Add(1)
+	go func() { defer d.wg.Done(); l.run() }()
 	return nil
 }
 
-// Reset stops both goroutines, unblocking the RX wait on the backend, and
-// waits for them. A frame read from the backend but not yet delivered is
-// lost, like one in flight on a wire that is unplugged.
+// Reset stops the I/O goroutine and waits for it. A frame read from the
+// backend but not yet delivered is lost, like one in flight on a wire that
+// is unplugged.
 func (d *Device) Reset() {
 	if d.stop == nil {
 		return
 	}
 	close(d.stop)
-	// Wakes a goroutine asleep on its kick (TX idle, RX out of buffers).
+	// Every sleep of the loop is on both doorbells: ringing them wakes
+	// it to see Stop, whatever else it waits for.
 	for _, b := range d.bells {
 		b.Ring()
 	}
-	// A deadline in the past wakes a WaitReadable in progress and makes
-	// the next one return at once, so the RX goroutine cannot miss it.
-	_ = d.be.SetReadDeadline(time.Unix(1, 0))
 	d.wg.Wait()
-	_ = d.be.SetReadDeadline(time.Time{})
 	d.stop, d.bells = nil, nil
 }
-
-// isDeadline reports whether err is the backend's read deadline passing.
-func isDeadline(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }

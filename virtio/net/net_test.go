@@ -15,7 +15,7 @@ import (
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 func TestConfigSpace(t *testing.T) {
-	d, err := New(newFake(false), Config{MAC: testMAC})
+	d, err := New(newFake(t, false), Config{MAC: testMAC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,14 @@ func TestNewRejects(t *testing.T) {
 		t.Errorf("nil backend accepted")
 	}
 	for _, mac := range [][]byte{nil, {1, 2, 3, 4, 5, 6}, {0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0}} {
-		if _, err := New(newFake(false), Config{MAC: mac}); !errors.Is(err, tap.ErrBadMAC) {
+		if _, err := New(newFake(t, false), Config{MAC: mac}); !errors.Is(err, tap.ErrBadMAC) {
 			t.Errorf("MAC % x: %v, want ErrBadMAC", mac, err)
 		}
 	}
 }
 
 func TestFeaturesOffered(t *testing.T) {
-	d, _ := New(newFake(false), Config{MAC: testMAC})
+	d, _ := New(newFake(t, false), Config{MAC: testMAC})
 	f := d.Features()
 	for _, b := range []uint{FeatureCsum, FeatureGuestCsum, FeatureMAC, FeatureStatus, FeatureMrgRxBuf,
 		FeatureHostTSO4, FeatureHostTSO6, FeatureGuestTSO4, FeatureGuestTSO6,
@@ -99,7 +99,7 @@ func TestActivateConfiguresBackend(t *testing.T) {
 }
 
 func TestActivateNeedsTwoQueues(t *testing.T) {
-	d, _ := New(newFake(false), Config{MAC: testMAC})
+	d, _ := New(newFake(t, false), Config{MAC: testMAC})
 	ds := virtiotest.NewQueues(t, 1<<20, QueueSize)
 	err := d.Activate(virtiotest.Activation(virtiotest.NewRecordingInterrupt(), 0, ds...))
 	if !errors.Is(err, ErrQueues) {

@@ -12,13 +12,14 @@ import (
 )
 
 // rx moves frames from the backend into the driver's receive buffers
-// (spec 5.1.6.3, 5.1.6.4). It is a state machine on one goroutine. Each
-// state names what the device lacks and waits on one thing only, so there
-// is no polling and no wakeup to lose:
+// (spec 5.1.6.3, 5.1.6.4). It is a state machine run by the device's one I/O
+// goroutine (loop). Each state names what the device lacks; a state that
+// cannot go on says what it waits on, and the loop sleeps on that together
+// with the TX doorbell, so there is no polling and no wakeup to lose:
 //
 //	state             has                 next                            waits on
-//	needChains        nothing             chain popped -> needFrame       WaitAvail (kick)
-//	needFrame         chains              frame read -> placing;          WaitReadable (tap)
+//	needChains        nothing             chain popped -> needFrame       RX doorbell (kick)
+//	needFrame         chains              frame read -> placing;          backend PollFD
 //	                                      bad frame or read error:
 //	                                      counted -> needFrame
 //	placing           chains, a frame     delivered -> needFrame, or
@@ -26,28 +27,28 @@ import (
 //	                                      too large: dropped -> needFrame
 //	                                      MRG_RXBUF, ring empty ->
 //	                                      frameNeedsChains
-//	frameNeedsChains  a frame, too few    buffers posted -> placing       WaitAvail (kick)
+//	frameNeedsChains  a frame, too few    buffers posted -> placing       RX doorbell (kick)
 //	                  chains
 //
 //	needChains --pop--> needFrame --read--> placing --delivered--> needFrame
 //	   ^  |                ^   |              |  ^
 //	   +--+ ring empty     +---+ tap empty    |  | buffers posted
-//	        (WaitAvail)          (WaitReadable) v  |
-//	                                      frameNeedsChains (WaitAvail)
+//	        (RX kick)            (PollFD)     v  |
+//	                                      frameNeedsChains (RX kick)
 //
-// Any state returns when Stop closes.
+// Every state ends when Stop closes.
 //
 // Back-pressure: the backend is read only while at least one receive chain
 // is in hand, and a frame that was read is kept until enough chains arrive
 // to hold it: it is never dropped for lack of buffers. While it has no
-// buffers the goroutine does not read at all, so frames queue in the tap
-// (and the kernel drops at its own txqueuelen, as for any slow NIC).
+// buffers the device does not read at all, so frames queue in the tap (and
+// the kernel drops at its own txqueuelen, as for any slow NIC).
 //
 // Notifications (virtio.Server): kicks are off from activation (Quiet) and
-// on only inside WaitAvail, while the device has run out of chains; a
-// driver that reposts buffers while the device holds some does not kick
-// (spec 2.7.10). The interrupt decision is made every batchMax chains and
-// before every wait, in the Server.
+// armed (ArmAvail) only while the device has run out of chains; a driver
+// that reposts buffers while the device holds some does not kick (spec
+// 2.7.10). The interrupt decision is made every batchMax chains and before
+// every wait, in the Server.
 type rx struct {
 	vq
 	be  Backend
@@ -61,6 +62,10 @@ type rx struct {
 	heldRoom uint64            // their total writable length
 	used     []virtio.UsedElem // one frame's used elements, reused
 	backoff  time.Duration     // wait after a failed backend read
+	until    time.Time         // no read before this (backing off); zero: none
+
+	state rxState // where the state machine stands
+	wait  rxWait  // what serve last returned
 }
 
 // rxState is where the RX state machine stands: what the device lacks.
@@ -76,12 +81,25 @@ const (
 	// frameNeedsChains: a frame in hand (MRG_RXBUF) that the held
 	// chains cannot hold, and the ring is empty.
 	frameNeedsChains
-	// rxStopped: Reset is under way.
-	rxStopped
+)
+
+// rxWait is what RX waits on before its state can go on.
+type rxWait int
+
+const (
+	// rxGo: nothing; serve returns it when its budget is spent.
+	rxGo rxWait = iota
+	// rxWaitChains: the ring is empty and kicks are armed: the RX
+	// doorbell (then woke, which asks for no kicks again).
+	rxWaitChains
+	// rxWaitFrame: the backend had nothing: its PollFD.
+	rxWaitFrame
+	// rxWaitPause: a read failed: the time until.
+	rxWaitPause
 )
 
 // Backing off after failed backend reads: a tap whose reads keep failing
-// (say, detached) must not make the RX goroutine spin.
+// (say, detached) must not make the I/O goroutine spin.
 const (
 	minReadBackoff = time.Millisecond
 	maxReadBackoff = 100 * time.Millisecond
@@ -104,70 +122,95 @@ func newRX(d *Device, a virtio.Activation, hdr int) *rx {
 	return r
 }
 
-func (r *rx) run() {
-	if err := r.loop(); err != nil {
-		r.fail(err)
-	}
-}
-
-// loop runs the state machine until Reset or an error that stops the queue
-// (guest misbehaviour, or a closed backend).
-func (r *rx) loop() error {
-	if err := r.Quiet(); err != nil {
-		return err
-	}
-	state := needChains
-	for {
-		if r.Stopped() {
-			return nil
-		}
-		var err error
-		switch state {
+// serve runs the state machine until it must wait, and returns on what, or
+// until it has read budget frames (rxGo: call again soon; the other queue
+// gets its turn meanwhile). did counts the chains popped and frames read.
+// An error stops the queue (guest misbehaviour, or a closed backend).
+func (r *rx) serve(budget int) (w rxWait, did int, err error) {
+	reads := 0
+	for !r.Stopped() {
+		w = rxGo
+		prev := r.state
+		switch r.state {
 		case needChains:
-			state, err = r.needChains()
+			r.state, w, err = r.needChains()
 		case needFrame:
-			state, err = r.readFrame()
+			if reads == budget {
+				return rxGo, did, nil
+			}
+			reads++
+			r.state, w, err = r.readFrame()
 		case placing:
-			state, err = r.place()
+			r.state, err = r.place()
 		case frameNeedsChains:
-			state, err = r.waitChains(placing)
-		case rxStopped:
-			return nil
+			r.state, w, err = r.armChains(placing)
 		}
 		if err != nil {
-			return err
+			return 0, did, err
+		}
+		if w != rxGo {
+			r.wait = w
+			return w, did, nil
+		}
+		if prev != placing {
+			did++ // a chain popped or a frame read
 		}
 	}
+	return rxGo, did, nil
 }
 
-// needChains pops a chain, or waits for the driver to post one.
-func (r *rx) needChains() (rxState, error) {
+// sleeping is called as the loop goes to sleep on what serve returned.
+func (r *rx) sleeping() {
+	if r.wait == rxWaitChains {
+		r.Sleeping()
+	}
+}
+
+// woke is called when that sleep ends; rung says whether the RX doorbell
+// rang. After waiting for chains, kicks go off again (Quiet), whatever
+// woke the loop: the next serve pops, and arms again if the ring is still
+// empty.
+func (r *rx) woke(rung bool) error {
+	w := r.wait
+	r.wait = rxGo
+	if w != rxWaitChains {
+		return nil
+	}
+	r.Queue.Watch().NeedBuffers.Store(false)
+	if !r.Woke(rung) {
+		return nil // Stop closed: serve sees it
+	}
+	return r.Quiet()
+}
+
+// needChains pops a chain, or arms kicks to wait for the driver to post one.
+func (r *rx) needChains() (rxState, rxWait, error) {
 	got, err := r.pop()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if got {
-		return needFrame, nil
+		return needFrame, rxGo, nil
 	}
-	return r.waitChains(needChains)
+	return r.armChains(needChains)
 }
 
-// waitChains waits for the driver to post buffers (the ring is empty), then
-// goes to next.
-func (r *rx) waitChains(next rxState) (rxState, error) {
+// armChains is for an empty ring: it arms kicks and re-checks (ArmAvail);
+// then next runs at once if buffers arrived meanwhile, or after a wait for
+// the RX kick.
+func (r *rx) armChains(next rxState) (rxState, rxWait, error) {
+	more, err := r.ArmAvail()
+	if err != nil {
+		return 0, 0, err
+	}
+	if more {
+		return next, rxGo, r.Quiet()
+	}
 	// The watchdog calls this wait RX starvation when it lasts while
 	// frames are pending in the backend.
-	w := r.Queue.Watch()
-	w.NeedBuffers.Store(true)
-	ok, err := r.WaitAvail(func() { r.c.bufferWaits.Add(1) })
-	w.NeedBuffers.Store(false)
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return rxStopped, nil
-	}
-	return next, nil
+	r.Queue.Watch().NeedBuffers.Store(true)
+	r.c.bufferWaits.Add(1)
+	return next, rxWaitChains, nil
 }
 
 // pop takes one more receive chain off the ring; false when it is empty.
@@ -183,8 +226,14 @@ func (r *rx) pop() (bool, error) {
 	return true, nil
 }
 
-// readFrame reads one frame from the backend, or waits for one.
-func (r *rx) readFrame() (rxState, error) {
+// readFrame reads one frame from the backend, or says to wait for one.
+func (r *rx) readFrame() (rxState, rxWait, error) {
+	if !r.until.IsZero() {
+		if time.Now().Before(r.until) {
+			return needFrame, rxWaitPause, nil // still backing off
+		}
+		r.until = time.Time{}
+	}
 	// Paused: the frame stays in the backend, not in a guest buffer.
 	r.Hold()
 	n, err := r.be.TryReadv(r.iov[:])
@@ -194,17 +243,10 @@ func (r *rx) readFrame() (rxState, error) {
 		// Nothing pending: tell the driver what it has before
 		// sleeping on the backend.
 		if err := r.Signal(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		r.c.backendWaits.Add(1)
-		err := r.be.WaitReadable()
-		if r.Stopped() {
-			return rxStopped, nil
-		}
-		if err != nil && !isDeadline(err) {
-			return r.readFailed(err)
-		}
-		return needFrame, nil
+		return needFrame, rxWaitFrame, nil
 	default:
 		return r.readFailed(err)
 	}
@@ -216,31 +258,25 @@ func (r *rx) readFrame() (rxState, error) {
 		r.c.dropTooLarge.Add(1)
 	default:
 		r.frame = r.buf[:n]
-		return placing, nil
+		return placing, rxGo, nil
 	}
-	return needFrame, nil
+	return needFrame, rxGo, nil
 }
 
 // readFailed handles a backend read or wait that failed. A closed backend
 // stops the queue: nothing will ever arrive. Any other error is counted and
-// RX goes on after a short, growing pause, as QEMU's tap_send does (it
-// stops reading on an error and waits for the fd again); stopping the
-// queue instead would end RX for good, since a legacy Linux driver never
-// acts on DEVICE_NEEDS_RESET.
-func (r *rx) readFailed(err error) (rxState, error) {
+// RX goes on after a short, growing pause (TX is still served meanwhile), as
+// QEMU's tap_send does (it stops reading on an error and waits for the fd
+// again); stopping the queue instead would end RX for good, since a legacy
+// Linux driver never acts on DEVICE_NEEDS_RESET.
+func (r *rx) readFailed(err error) (rxState, rxWait, error) {
 	if errors.Is(err, os.ErrClosed) {
-		return 0, fmt.Errorf("backend: %w", err)
+		return 0, 0, fmt.Errorf("backend: %w", err)
 	}
 	r.c.readErrors.Add(1)
 	r.backoff = min(max(2*r.backoff, minReadBackoff), maxReadBackoff)
-	pause := time.NewTimer(r.backoff)
-	defer pause.Stop()
-	select {
-	case <-pause.C:
-		return needFrame, nil
-	case <-r.Stop:
-		return rxStopped, nil
-	}
+	r.until = time.Now().Add(r.backoff)
+	return needFrame, rxWaitPause, nil
 }
 
 // place puts r.frame into held chains, popping more as needed.

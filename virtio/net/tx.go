@@ -38,12 +38,6 @@ func newTX(d *Device, a virtio.Activation, hdr int) *tx {
 	}
 }
 
-func (t *tx) run() {
-	if err := t.Serve(t.handle); err != nil {
-		t.fail(err)
-	}
-}
-
 // handle sends one chain's frame. Spec 5.1.6.2: the device writes nothing
 // into a TX chain, so its used length is 0.
 func (t *tx) handle(c *virtio.Chain) (uint32, error) {

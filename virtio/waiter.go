@@ -1,0 +1,93 @@
+package virtio
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/govm/govm/internal/yield"
+	"golang.org/x/sys/unix"
+)
+
+// Waiter sleeps one goroutine on several doorbells and other file
+// descriptors at once, in one ppoll(2): for a device whose one I/O goroutine
+// serves several queues and a backend (virtio-net: RX, TX and the tap, as
+// in Firecracker's and QEMU's net devices). Whatever becomes ready wakes
+// exactly that thread. A Waiter belongs to one goroutine; it allocates
+// nothing per Wait once its buffer has grown.
+type Waiter struct {
+	pfd   []unix.PollFd
+	armed []bool
+	yield yield.Point
+}
+
+// fallbackPoll bounds a Wait while one of its doorbells runs on its
+// channel (its eventfd failed, or it was closed): the channel cannot be
+// polled with the rest, so the Wait looks at it this often. Never on the
+// normal path; the price of staying awake to kicks after a host failure.
+const fallbackPoll = time.Millisecond
+
+// Wait blocks until one of bells rings (or was rung since it was last
+// taken), one of fds is ready for what its Events ask (its Revents is set on
+// return), or timeout passes (0: no timeout). rung[i] reports whether
+// bells[i] was rung; those rings are taken. rung must be as long as bells.
+// A doorbell whose eventfd fails is treated as rung, as in Doorbell.Wait.
+func (w *Waiter) Wait(bells []*Doorbell, rung []bool, fds []unix.PollFd, timeout time.Duration) {
+	n := len(bells)
+	if cap(w.pfd) < n+len(fds) {
+		w.pfd = make([]unix.PollFd, n+len(fds))
+		w.armed = make([]bool, n)
+	}
+	w.pfd, w.armed = w.pfd[:n+len(fds)], w.armed[:n]
+	fallback := false
+	for i, b := range bells {
+		rung[i] = false
+		w.armed[i] = b.arm()
+		if w.armed[i] {
+			w.pfd[i] = unix.PollFd{Fd: int32(b.fd), Events: unix.POLLIN}
+		} else {
+			// ppoll ignores a negative fd.
+			w.pfd[i] = unix.PollFd{Fd: -1}
+			fallback = true
+		}
+	}
+	copy(w.pfd[n:], fds)
+	if fallback && (timeout <= 0 || timeout > fallbackPoll) {
+		timeout = fallbackPoll
+	}
+	var ts *unix.Timespec
+	if timeout > 0 {
+		t := unix.NsecToTimespec(int64(timeout))
+		ts = &t
+	}
+	w.yield.BeforeBlock() // see internal/yield
+	err := pollFDs(w.pfd, ts)
+	copy(fds, w.pfd[n:])
+	for i, b := range bells {
+		if !w.armed[i] {
+			select {
+			case <-b.ch:
+				rung[i] = true
+			default:
+			}
+			continue
+		}
+		if b.disarm() {
+			rung[i] = true // Close woke us; later rings use the channel
+			continue
+		}
+		if err != nil {
+			b.fail(fmt.Errorf("virtio: doorbell poll: %w", err))
+			rung[i] = true
+			continue
+		}
+		if w.pfd[i].Revents == 0 {
+			continue
+		}
+		r, terr := b.take()
+		if terr != nil {
+			b.fail(terr)
+			r = true
+		}
+		rung[i] = r
+	}
+}
