@@ -170,6 +170,61 @@ func TestServeErrors(t *testing.T) {
 	})
 }
 
+// TestPassBudget: Pass serves at most its budget of chains, makes the
+// interrupt decision for them and returns PassMore with kicks still off (the
+// driver adds more without kicking: the caller comes back before it
+// sleeps); the pass that empties the ring turns kicks on, re-checks and
+// returns PassIdle. After Stop it returns PassStopped. (A Pass without the
+// budget served all 10 chains at once, and a loop serving two queues with
+// it let a flood on one starve the other.)
+func TestPassBudget(t *testing.T) {
+	for _, features := range []uint64{0, eventIdx} {
+		d := virtiotest.New(t, memSize, 16)
+		d.SetFeatures(features)
+		intr := virtiotest.NewRecordingInterrupt()
+		stop := make(chan struct{})
+		var cnt virtio.NotifyCounters
+		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Stop: stop, Counters: &cnt}
+		for i := 0; i < 10; i++ {
+			d.AddChain(nil, []int{1})
+		}
+		d.NeedsKick()
+		for _, want := range []uint16{4, 8} {
+			end, err := srv.Pass(echo, 4)
+			if err != nil || end != virtio.PassMore {
+				t.Fatalf("features %#x: Pass with chains left = %v, %v; want PassMore", features, end, err)
+			}
+			if d.UsedIdx() != want {
+				t.Fatalf("features %#x: used idx %d after a pass of 4, want %d", features, d.UsedIdx(), want)
+			}
+			if n := cnt.Interrupts.Load() + cnt.Suppressed.Load(); n != uint64(want/4) {
+				t.Fatalf("features %#x: %d interrupt decisions after %d chains, want one per pass", features, n, want)
+			}
+			d.AddChain(nil, []int{1})
+			if d.NeedsKick() {
+				t.Fatalf("features %#x: kicks on after PassMore", features)
+			}
+		}
+		// 2 left from the first 10, plus the 2 added since.
+		end, err := srv.Pass(echo, 4)
+		if err != nil || end != virtio.PassMore || d.UsedIdx() != 12 {
+			t.Fatalf("features %#x: Pass = %v, %v, used %d; want PassMore at 12", features, end, err, d.UsedIdx())
+		}
+		end, err = srv.Pass(echo, 4)
+		if err != nil || end != virtio.PassIdle {
+			t.Fatalf("features %#x: Pass on an empty ring = %v, %v; want PassIdle", features, end, err)
+		}
+		d.AddChain(nil, []int{1})
+		if !d.KickIfNeeded() {
+			t.Fatalf("features %#x: kicks off after PassIdle", features)
+		}
+		close(stop)
+		if end, err := srv.Pass(echo, 4); err != nil || end != virtio.PassStopped {
+			t.Fatalf("features %#x: Pass after Stop = %v, %v", features, end, err)
+		}
+	}
+}
+
 // TestArmAvail: a device that polls the ring itself (virtio-net RX) keeps
 // kicks off while it has buffers and turns them on only while it waits.
 func TestArmAvail(t *testing.T) {

@@ -1,0 +1,179 @@
+package virtio
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// waitAny runs w.Wait on another goroutine and fails unless it returns
+// within a generous limit (a hang, not a timing check).
+func waitAny(t *testing.T, w *Waiter, bells []*Doorbell, fds []unix.PollFd, timeout time.Duration) []bool {
+	t.Helper()
+	rung := make([]bool, len(bells))
+	done := make(chan struct{})
+	go func() { w.Wait(bells, rung, fds, timeout); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return")
+	}
+	return rung
+}
+
+// TestWaiterWakes: one Wait on two doorbells and an fd returns for each of
+// them, says which bell rang (and takes only that ring), reports the fd's
+// readiness in its Revents, and returns at its timeout when nothing comes.
+func TestWaiterWakes(t *testing.T) {
+	a, b := newBell(t), newBell(t)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	var w Waiter
+	bells := []*Doorbell{a, b}
+	fds := []unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}
+
+	kvmSignal(t, b)
+	if r := waitAny(t, &w, bells, fds, 0); r[0] || !r[1] || fds[0].Revents != 0 {
+		t.Fatalf("KVM signal on bell 1: rung %v, fd revents %#x", r, fds[0].Revents)
+	}
+	if b.Signals() != 1 {
+		t.Fatalf("signals = %d, want 1", b.Signals())
+	}
+	a.Ring()
+	if r := waitAny(t, &w, bells, fds, 0); !r[0] || r[1] {
+		t.Fatalf("Ring on bell 0: rung %v", r)
+	}
+	if _, err := unix.Write(p[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitAny(t, &w, bells, fds, 0); r[0] || r[1] || fds[0].Revents&unix.POLLIN == 0 {
+		t.Fatalf("fd readable: rung %v, revents %#x", r, fds[0].Revents)
+	}
+	var buf [1]byte
+	unix.Read(p[0], buf[:])
+	fds[0].Revents = 0
+	if r := waitAny(t, &w, bells, fds, time.Millisecond); r[0] || r[1] || fds[0].Revents != 0 {
+		t.Fatalf("timeout: rung %v, revents %#x", r, fds[0].Revents)
+	}
+	// Both bells and the fd at once: all reported in one Wait.
+	a.Ring()
+	kvmSignal(t, b)
+	unix.Write(p[1], []byte{1})
+	if r := waitAny(t, &w, bells, fds, 0); !r[0] || !r[1] || fds[0].Revents == 0 {
+		t.Fatalf("all ready: rung %v, revents %#x", r, fds[0].Revents)
+	}
+	if a.Clear() || b.Clear() {
+		t.Fatal("a ring left behind after Wait took it")
+	}
+}
+
+// TestWaiterIntercept: a KVM signal that a fault hook takes over is not a
+// ring, as for Doorbell.Wait (GOVM_FAULTS drop-kick on virtio-net's loop).
+func TestWaiterIntercept(t *testing.T) {
+	a, b := newBell(t), newBell(t)
+	b.Intercept = func() bool { return true }
+	var w Waiter
+	kvmSignal(t, b)
+	if r := waitAny(t, &w, []*Doorbell{a, b}, nil, time.Millisecond); r[0] || r[1] {
+		t.Fatalf("intercepted signal delivered: rung %v", r)
+	}
+	b.Ring() // a ring from govm itself is never intercepted
+	if r := waitAny(t, &w, []*Doorbell{a, b}, nil, 0); !r[1] {
+		t.Fatalf("Ring not delivered past Intercept: rung %v", r)
+	}
+}
+
+// TestWaiterFallsBack: a doorbell whose eventfd fails under a Wait wakes it
+// as rung and goes on over its channel, which a Wait polls with the rest: a
+// ring after the failure still wakes the loop, and a healthy bell in the
+// same Wait still works.
+func TestWaiterFallsBack(t *testing.T) {
+	a, b := newBell(t), newBell(t)
+	var fails []error
+	b.OnFail = func(err error) { fails = append(fails, err) }
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(null)
+	if err := unix.Dup3(null, b.FD(), unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	var w Waiter
+	bells := []*Doorbell{a, b}
+	if r := waitAny(t, &w, bells, nil, 0); !r[1] {
+		t.Fatalf("failing eventfd: rung %v, want bell 1 as rung", r)
+	}
+	if len(fails) != 1 || !errors.Is(fails[0], ErrDoorbellRead) || !b.Broken() {
+		t.Fatalf("OnFail got %v, broken %v", fails, b.Broken())
+	}
+	b.Ring()
+	if r := waitAny(t, &w, bells, nil, 0); r[0] || !r[1] {
+		t.Fatalf("ring after the fallback: rung %v", r)
+	}
+	kvmSignal(t, a)
+	if r := waitAny(t, &w, bells, nil, 0); !r[0] || r[1] {
+		t.Fatalf("healthy bell beside a broken one: rung %v", r)
+	}
+}
+
+// TestWaiterClose: Close wakes a Wait blocked on the doorbell (which then
+// closes the eventfd), and rings after Close still wake later Waits.
+func TestWaiterClose(t *testing.T) {
+	a, b := newBell(t), newBell(t)
+	var w Waiter
+	bells := []*Doorbell{a, b}
+	rung := make([]bool, 2)
+	done := make(chan struct{})
+	go func() { w.Wait(bells, rung, nil, 0); close(done) }()
+	for !func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiting }() {
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not wake the Wait")
+	}
+	if !rung[1] {
+		t.Fatalf("rung %v after Close, want bell 1", rung)
+	}
+	if _, err := unix.FcntlInt(uintptr(b.FD()), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+		t.Fatal("the eventfd is still open after Close and the Wait left")
+	}
+	b.Ring()
+	if r := waitAny(t, &w, bells, nil, 0); !r[1] {
+		t.Fatalf("ring after Close: rung %v", r)
+	}
+}
+
+// TestWaiterNoAlloc: virtio-net's loop sleeps through a Waiter once per
+// wakeup; after the first Wait sized its buffers, a Wait allocates nothing.
+func TestWaiterNoAlloc(t *testing.T) {
+	a, b := newBell(t), newBell(t)
+	var w Waiter
+	bells := []*Doorbell{a, b}
+	rung := make([]bool, 2)
+	fds := make([]unix.PollFd, 1)
+	fds[0] = unix.PollFd{Fd: -1}
+	one := make([]byte, 8)
+	binary.NativeEndian.PutUint64(one, 1)
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := unix.Write(b.FD(), one); err != nil {
+			t.Fatal(err)
+		}
+		w.Wait(bells, rung, fds, 0)
+	})
+	if n != 0 {
+		t.Fatalf("Wait allocated %v times per wakeup, want 0", n)
+	}
+}
