@@ -51,25 +51,31 @@ const passBudget = batchMax
 //
 // It sleeps only after a round in which neither queue did anything: an
 // answer often arrives while the loop is still awake (the guest's reply to
-// the frame RX just delivered, the host's to the frame TX just sent), and
-// finding it then costs a look, where sleeping first costs a wakeup.
+// the frame RX just delivered), and finding it then costs a look at the
+// ring, where sleeping first costs a wakeup. A look at the TX ring is a few
+// loads; a look at the backend is a system call, so RX takes a turn only
+// when it may find something: after a sleep (the poll said what is ready),
+// while it has more than its budget or waits on the ring or a pause rather
+// than the backend, and after TX has served passBudget chains since its
+// last look (so a TX flood cannot keep RX's frames waiting).
 func (l *loop) run() {
 	rxLive, txLive := true, true
 	if err := l.rx.Quiet(); err != nil {
 		l.rx.fail(err)
 		rxLive = false
 	}
+	rxTurn, txSince := true, uint64(0)
 	for !l.tx.Stopped() {
 		busy := false
-		rxw := rxGo
-		if rxLive {
+		if rxLive && rxTurn {
 			w, did, err := l.rx.serve(passBudget)
 			if err != nil {
 				l.rx.fail(err)
 				rxLive = false
 			}
-			rxw = w
 			busy = did > 0 || w == rxGo
+			rxTurn = w != rxWaitFrame
+			txSince = 0
 		}
 		if txLive {
 			used := l.tx.Queue.Watch().Used.Load()
@@ -81,15 +87,20 @@ func (l *loop) run() {
 			case end == virtio.PassStopped:
 				return
 			}
-			busy = busy || end == virtio.PassMore || l.tx.Queue.Watch().Used.Load() != used
+			n := l.tx.Queue.Watch().Used.Load() - used
+			busy = busy || n > 0 || end == virtio.PassMore
+			if txSince += n; txSince >= passBudget {
+				rxTurn = true
+			}
 		}
-		if busy || (rxLive && rxw == rxGo) {
+		if busy {
 			continue
 		}
 		if err := l.sleep(txLive, rxLive); err != nil {
 			l.rx.fail(err)
 			rxLive = false
 		}
+		rxTurn = true
 	}
 }
 

@@ -127,6 +127,11 @@ func newRX(d *Device, a virtio.Activation, hdr int) *rx {
 // gets its turn meanwhile). did counts the chains popped and frames read.
 // An error stops the queue (guest misbehaviour, or a closed backend).
 func (r *rx) serve(budget int) (w rxWait, did int, err error) {
+	// Armed for chains but the loop did not sleep (the other queue had
+	// work): kicks off again before going on, as after a sleep.
+	if err := r.woke(false); err != nil {
+		return 0, 0, err
+	}
 	reads := 0
 	for !r.Stopped() {
 		w = rxGo
@@ -169,7 +174,8 @@ func (r *rx) sleeping() {
 // woke is called when that sleep ends; rung says whether the RX doorbell
 // rang. After waiting for chains, kicks go off again (Quiet), whatever
 // woke the loop: the next serve pops, and arms again if the ring is still
-// empty.
+// empty. It does nothing the second time (serve calls it too, for a wait
+// the loop did not sleep on).
 func (r *rx) woke(rung bool) error {
 	w := r.wait
 	r.wait = rxGo
