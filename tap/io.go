@@ -1,65 +1,37 @@
 package tap
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // Frame I/O on the tun fd. Each call is one readv(2) or writev(2) of one
-// frame; a call that must wait blocks its OS thread in ppoll(2) on the tun fd
-// together with eventfds that end the wait (a passed read deadline, Close).
+// frame. Reads never block: the caller polls PollFD itself, together with
+// whatever else it waits for (virtio-net's I/O goroutine: the tap and its
+// two doorbells in one ppoll), and reads with TryReadv.
 //
 // Why not Go's runtime poller (an *os.File): measured under a UDP flood
 // into the guest (bench/ net-bench rx-64), every wait for the next frame
 // went through the scheduler - the poller thread woken by epoll, the
 // goroutine handed to a P, idle threads woken to spin and re-poll - about
-// ten epoll_pwait calls and seven context switches per wait, and while the
-// RX goroutine was waiting for guest buffers instead, each frame arriving
-// on the (edge-triggered, registered) fd woke the poller thread for
-// nothing. Blocking in ppoll costs one context switch per wait and none per
+// ten epoll_pwait calls and seven context switches per wait, and while RX
+// was waiting for guest buffers instead, each frame arriving on the
+// (edge-triggered, registered) fd woke the poller thread for nothing.
+// Polling the fd in ppoll costs one context switch per wait and none per
 // frame that nobody waits for.
 
 // errClosed is os.ErrClosed: operations on a closed tap wrap it.
 var errClosed = os.ErrClosed
 
-// Read reads one frame (with its vnet header when VnetHdr), blocking until
-// one is pending. A p shorter than the frame gets the frame truncated.
-func (t *Tap) Read(p []byte) (int, error) { return t.Readv([][]byte{p}) }
-
-// Write writes one frame (with its vnet header when VnetHdr).
-func (t *Tap) Write(p []byte) (int, error) { return t.Writev([][]byte{p}) }
-
-// Readv reads one frame scattered over iovs, blocking until one is pending,
-// the read deadline passes (os.ErrDeadlineExceeded) or the tap is closed
-// (os.ErrClosed).
-func (t *Tap) Readv(iovs [][]byte) (int, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for {
-		n, err := t.readv(iovs)
-		if err != ErrWouldBlock {
-			return n, err
-		}
-		if err := t.waitRead(); err != nil {
-			return 0, err
-		}
-	}
-}
-
-// TryReadv reads one frame scattered over iovs if one is pending, and
-// returns ErrWouldBlock otherwise. It never blocks.
+// TryReadv reads one frame (with its vnet header when VnetHdr) scattered
+// over iovs if one is pending, and returns ErrWouldBlock otherwise. It never
+// blocks. Too short iovs get the frame truncated; the count is the frame's
+// length all the same (tun's behaviour).
 func (t *Tap) TryReadv(iovs [][]byte) (int, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.readv(iovs)
-}
-
-// readv is one non-blocking readv; called with mu held shared.
-func (t *Tap) readv(iovs [][]byte) (int, error) {
 	if t.closed.Load() {
 		return 0, fmt.Errorf("tap: %s: %w", t.name, errClosed)
 	}
@@ -77,23 +49,14 @@ func (t *Tap) readv(iovs [][]byte) (int, error) {
 	}
 }
 
-// WaitReadable blocks until a frame may be pending (a following TryReadv
-// can still find none), the read deadline passes (os.ErrDeadlineExceeded)
-// or the tap is closed (os.ErrClosed). It looks at the fd itself, so a
-// frame that arrived since the caller's last TryReadv is never missed.
-func (t *Tap) WaitReadable() error {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.waitRead()
-}
-
 // PollFD is the tun fd, for a caller that polls it together with fds of its
 // own (virtio-net's I/O goroutine: the tap and its doorbells in one ppoll)
 // and then reads with TryReadv. It is valid until Close; polling it is the
 // caller's business to end before then.
 func (t *Tap) PollFD() int { return t.fd }
 
-// Writev writes one frame gathered from iovs (at most IOV_MAX of them).
+// Writev writes one frame (with its vnet header when VnetHdr) gathered from
+// iovs (at most IOV_MAX of them).
 func (t *Tap) Writev(iovs [][]byte) (int, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -119,66 +82,8 @@ func (t *Tap) Writev(iovs [][]byte) (int, error) {
 	}
 }
 
-// SetReadDeadline makes reads and waits fail with os.ErrDeadlineExceeded
-// once d has passed; the zero time clears it. A deadline already passed
-// also ends the reads and waits in progress at once (that is how a device
-// Reset unblocks its RX goroutine). A future deadline set while a read is
-// already blocked takes effect from the next read.
-func (t *Tap) SetReadDeadline(d time.Time) error {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if t.closed.Load() {
-		return fmt.Errorf("tap: %s: %w", t.name, errClosed)
-	}
-	ns := int64(0)
-	if !d.IsZero() {
-		ns = max(d.UnixNano(), 1) // 0 means "no deadline"
-	}
-	t.deadline.Store(ns)
-	// intr is readable exactly while a deadline has passed: set it now
-	// for a past one; clear it otherwise (a later expiry is the ppoll
-	// timeout's to notice).
-	if ns != 0 && ns <= time.Now().UnixNano() {
-		signalEventFD(t.intr)
-	} else {
-		drainEventFD(t.intr)
-	}
-	return nil
-}
-
-// waitRead blocks until the fd is readable (or in error: the next readv
-// says which), the read deadline passes or Close begins. mu held shared.
-func (t *Tap) waitRead() error {
-	for {
-		if t.closed.Load() {
-			return fmt.Errorf("tap: %s: %w", t.name, errClosed)
-		}
-		var timeout *unix.Timespec
-		if d := t.deadline.Load(); d != 0 {
-			left := d - time.Now().UnixNano()
-			if left <= 0 {
-				return os.ErrDeadlineExceeded
-			}
-			ts := unix.NsecToTimespec(left)
-			timeout = &ts
-		}
-		// This goroutine lives in system calls: see internal/yield.
-		t.yield.BeforeBlock()
-		p := &t.rpoll
-		*p = [3]unix.PollFd{{Fd: int32(t.fd), Events: unix.POLLIN}, {Fd: int32(t.intr), Events: unix.POLLIN},
-			{Fd: int32(t.dead), Events: unix.POLLIN}}
-		if err := ppoll(p[:], timeout); err != nil {
-			return fmt.Errorf("tap: %s: %w", t.name, err)
-		}
-		if p[0].Revents != 0 {
-			return nil
-		}
-		// Timeout, deadline or Close: the checks above decide.
-	}
-}
-
 // waitWrite blocks until the fd is writable or Close begins. mu held
-// shared. The read deadline does not apply to writes.
+// shared.
 func (t *Tap) waitWrite() error {
 	for {
 		if t.closed.Load() {
@@ -212,16 +117,6 @@ func signalEventFD(fd int) {
 	var one = [8]byte{1}
 	for {
 		if _, err := unix.Write(fd, one[:]); err != unix.EINTR {
-			return
-		}
-	}
-}
-
-// drainEventFD resets an eventfd's counter to zero (it is non-blocking).
-func drainEventFD(fd int) {
-	var buf [8]byte
-	for {
-		if _, err := unix.Read(fd, buf[:]); !errors.Is(err, unix.EINTR) {
 			return
 		}
 	}

@@ -4,15 +4,13 @@
 // offloads (checksum, TSO) pass between guest and host untouched.
 //
 // Blocking design: the tun fd is O_NONBLOCK and deliberately kept out of
-// Go's runtime poller (io.go). A goroutine that waits for a frame blocks its
-// OS thread in ppoll(2) on the fd itself, so the kernel wakes that thread
-// directly when a frame arrives: no netpoller thread woken per frame, no
-// hand-off to another thread, no spinning scheduler threads. That is the
-// thread-per-queue shape of QEMU and kvmtool; under a UDP flood into the
-// guest it cut govm's host CPU per received frame from ~5 us to ~2.9 us and
-// raised the frame rate by a third (numbers in io.go and the commit log).
-// Read deadlines (SetReadDeadline) and Close wake every waiter, which is how
-// a virtio device's Reset unblocks its RX goroutine without closing the tap.
+// Go's runtime poller (io.go). Reads never block; the goroutine that waits
+// for a frame polls the fd (PollFD) in ppoll(2) itself, so the kernel wakes
+// that thread directly when a frame arrives: no netpoller thread woken per
+// frame, no hand-off to another thread, no spinning scheduler threads. Under
+// a UDP flood into the guest that cut govm's host CPU per received frame
+// from ~5 us to ~2.9 us and raised the frame rate by a third (numbers in
+// io.go and the commit log).
 package tap
 
 import (
@@ -21,7 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/govm/govm/internal/yield"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,18 +70,12 @@ type Tap struct {
 	// syscall.
 	mu      sync.RWMutex
 	fd      int // the tun fd, O_NONBLOCK, not in the runtime poller
-	intr    int // eventfd, readable while reads must not block (deadline passed)
 	dead    int // eventfd, readable once Close began
 	name    string
 	created bool
 	closed  atomic.Bool
 
-	deadline atomic.Int64 // read deadline in Unix nanoseconds; 0: none
-
-	// One reader and one writer: each has its own poll set, so a wait
-	// does not allocate.
-	rpoll [3]unix.PollFd
-	yield yield.Point // the reader's: waitRead
+	// The writer's poll set, so a wait for room does not allocate.
 	wpoll [2]unix.PollFd
 }
 
@@ -157,12 +148,10 @@ func open(name string, vnetHdr bool) (*Tap, error) {
 		}
 		return nil, fmt.Errorf("tap: TUNSETIFF %s: %w", name, err)
 	}
-	t := &Tap{fd: fd, intr: -1, dead: -1, name: ifr.Name()} // the kernel may have expanded a "%d" pattern
-	for _, p := range []*int{&t.intr, &t.dead} {
-		if *p, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
-			t.closeFDs()
-			return nil, fmt.Errorf("tap: %s: eventfd: %w", t.name, err)
-		}
+	t := &Tap{fd: fd, dead: -1, name: ifr.Name()} // the kernel may have expanded a "%d" pattern
+	if t.dead, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+		t.closeFDs()
+		return nil, fmt.Errorf("tap: %s: eventfd: %w", t.name, err)
 	}
 	return t, nil
 }
@@ -173,7 +162,7 @@ func (t *Tap) Name() string { return t.name }
 // Created reports whether govm created the tap (and Close deletes it).
 func (t *Tap) Created() bool { return t.created }
 
-// Close closes the fd, waking any goroutine blocked in a read or wait, and
+// Close closes the fd, waking a Writev waiting for room, and
 // returns once none is using the fd. A tap govm created is non-persistent,
 // so the kernel deletes it with the last fd; a pre-existing (persistent)
 // tap stays.
@@ -191,10 +180,8 @@ func (t *Tap) Close() error {
 
 func (t *Tap) closeFDs() error {
 	err := unix.Close(t.fd)
-	for _, fd := range []int{t.intr, t.dead} {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
+	if t.dead >= 0 {
+		unix.Close(t.dead)
 	}
 	if err != nil {
 		return fmt.Errorf("tap: close %s: %w", t.name, err)

@@ -203,41 +203,40 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
-func TestCloseAndDeadlineUnblock(t *testing.T) {
+// TestTryReadvAndPollFD: on an idle tap TryReadv says ErrWouldBlock at
+// once and PollFD does not poll readable; once a frame is pending it does,
+// and TryReadv returns the frame (TestFramesBothWays). After Close every
+// operation says os.ErrClosed.
+func TestTryReadvAndPollFD(t *testing.T) {
 	enterNetns(t)
 	tp, err := Open(Config{VMName: "blk", VnetHdr: true})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if _, err := tp.TryReadv([][]byte{make([]byte, 100)}); !errors.Is(err, ErrWouldBlock) {
+	buf := [][]byte{make([]byte, 2000)}
+	if _, err := tp.TryReadv(buf); !errors.Is(err, ErrWouldBlock) {
 		t.Errorf("TryReadv on an idle tap: %v, want ErrWouldBlock", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- tp.WaitReadable() }()
-	time.Sleep(20 * time.Millisecond)
-	tp.SetReadDeadline(time.Unix(1, 0))
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("WaitReadable after deadline: %v", err)
-		}
-	case <-time.After(time.Second):
-		t.Fatalf("deadline did not unblock WaitReadable")
+	// The link is down: nothing arrives.
+	p := []unix.PollFd{{Fd: int32(tp.PollFD()), Events: unix.POLLIN}}
+	if n, err := unix.Poll(p, 0); err != nil || n != 0 {
+		t.Errorf("PollFD on an idle tap polls %d (%v), want 0", n, err)
 	}
-	tp.SetReadDeadline(time.Time{})
-	go func() {
-		_, err := tp.Readv([][]byte{make([]byte, 2000)})
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	tp.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("Readv after Close: %v", err)
+	if err := tp.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, op := range []struct {
+		name string
+		err  error
+	}{
+		{"TryReadv", func() error { _, err := tp.TryReadv(buf); return err }()},
+		{"Writev", func() error { _, err := tp.Writev(buf); return err }()},
+		{"SetOffload", tp.SetOffload(0)},
+		{"second Close", tp.Close()},
+	} {
+		if !errors.Is(op.err, os.ErrClosed) {
+			t.Errorf("%s after Close: %v, want os.ErrClosed", op.name, op.err)
 		}
-	case <-time.After(time.Second):
-		t.Fatalf("Close did not unblock Readv")
 	}
 }
 
@@ -310,12 +309,19 @@ func TestFramesBothWays(t *testing.T) {
 		t.Fatalf("sendto: %v", err)
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	tp.SetReadDeadline(deadline)
 	hdr := make([]byte, 10)
 	for {
-		n, err := tp.Readv([][]byte{hdr, buf})
+		// As virtio-net's loop does: poll PollFD, then TryReadv.
+		p := []unix.PollFd{{Fd: int32(tp.PollFD()), Events: unix.POLLIN}}
+		if _, err := unix.Poll(p, int(time.Until(deadline).Milliseconds())+1); err != nil && err != unix.EINTR {
+			t.Fatalf("poll: %v", err)
+		}
+		n, err := tp.TryReadv([][]byte{hdr, buf})
+		if errors.Is(err, ErrWouldBlock) && time.Now().Before(deadline) {
+			continue
+		}
 		if err != nil {
-			t.Fatalf("Readv: %v (frame never came out of the tap)", err)
+			t.Fatalf("TryReadv: %v (frame never came out of the tap)", err)
 		}
 		if n < 10+14 || binary.BigEndian.Uint16(buf[12:]) != etherTest {
 			continue // IPv6 autoconfiguration and the like
@@ -327,78 +333,5 @@ func TestFramesBothWays(t *testing.T) {
 			t.Errorf("vnet header % x, want zero (no offload on this frame)", hdr)
 		}
 		break
-	}
-}
-
-// TestReadDeadlines checks the deadline semantics the device relies on, now
-// that waits are ppoll calls rather than the runtime poller's: a passed
-// deadline ends a read at once, a future one ends it when it passes, and a
-// cleared one lets a read block until Close.
-func TestReadDeadlines(t *testing.T) {
-	enterNetns(t)
-	tp, err := Open(Config{VMName: "dl", VnetHdr: true})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer tp.Close()
-	buf := [][]byte{make([]byte, 2000)}
-	tests := []struct {
-		name     string
-		deadline time.Time
-		min, max time.Duration
-	}{
-		{"passed", time.Unix(1, 0), 0, 200 * time.Millisecond},
-		{"future", time.Now().Add(100 * time.Millisecond), 90 * time.Millisecond, time.Second},
-		{"passed again after a future one", time.Now().Add(-time.Second), 0, 200 * time.Millisecond},
-	}
-	for _, tt := range tests {
-		if err := tp.SetReadDeadline(tt.deadline); err != nil {
-			t.Fatalf("%s: SetReadDeadline: %v", tt.name, err)
-		}
-		start := time.Now()
-		_, err := tp.Readv(buf)
-		took := time.Since(start)
-		if !errors.Is(err, os.ErrDeadlineExceeded) || took < tt.min || took > tt.max {
-			t.Errorf("%s: Readv = %v after %v, want ErrDeadlineExceeded within [%v, %v]", tt.name, err, took, tt.min, tt.max)
-		}
-		if err := tp.WaitReadable(); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("%s: WaitReadable after the deadline = %v", tt.name, err)
-		}
-	}
-	// Cleared: a read blocks (nothing is pending) until Close ends it.
-	if err := tp.SetReadDeadline(time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := tp.Readv(buf); done <- err }()
-	select {
-	case err := <-done:
-		t.Fatalf("Readv with no deadline returned %v on an idle tap", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	if err := tp.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("Readv after Close: %v, want os.ErrClosed", err)
-		}
-	case <-time.After(time.Second):
-		t.Fatal("Close did not end a blocked Readv")
-	}
-	for _, op := range []struct {
-		name string
-		err  error
-	}{
-		{"TryReadv", func() error { _, err := tp.TryReadv(buf); return err }()},
-		{"Writev", func() error { _, err := tp.Writev(buf); return err }()},
-		{"SetReadDeadline", tp.SetReadDeadline(time.Time{})},
-		{"SetOffload", tp.SetOffload(0)},
-		{"second Close", tp.Close()},
-	} {
-		if !errors.Is(op.err, os.ErrClosed) {
-			t.Errorf("%s after Close: %v, want os.ErrClosed", op.name, op.err)
-		}
 	}
 }
