@@ -24,7 +24,8 @@ import (
 // another thread (netpoller, then the channel receiver, each wakep
 // spinning up an idle M), so a kick cost two to three context switches
 // where QEMU's iothread pays one. Blocking in ppoll wakes exactly the
-// thread that does the work (like tap.Tap.WaitReadable for RX).
+// thread that does the work (virtio-net's loop polls its doorbells and the
+// tap's fd together: Waiter).
 //
 // Kicks coalesce, as the spec allows: rings while nobody waits leave the
 // eventfd readable, and the next Wait returns at once. Wait and Clear are
