@@ -27,11 +27,12 @@ type Waiter struct {
 const fallbackPoll = time.Millisecond
 
 // Wait blocks until one of bells rings (or was rung since it was last
-// taken), one of fds is ready for what its Events ask (its Revents is set on
-// return), or timeout passes (0: no timeout). rung[i] reports whether
-// bells[i] was rung; those rings are taken. rung must be as long as bells.
+// taken), one of fds polls readable (or in error: the next read says which),
+// or timeout passes (0: no timeout). rung[i] reports whether bells[i] was
+// rung, and those rings are taken; ready[i] whether fds[i] polled ready. A
+// negative fd is ignored. rung and ready must be as long as bells and fds.
 // A doorbell whose eventfd fails is treated as rung, as in Doorbell.Wait.
-func (w *Waiter) Wait(bells []*Doorbell, rung []bool, fds []unix.PollFd, timeout time.Duration) {
+func (w *Waiter) Wait(bells []*Doorbell, rung []bool, fds []int, ready []bool, timeout time.Duration) {
 	n := len(bells)
 	if cap(w.pfd) < n+len(fds) {
 		w.pfd = make([]unix.PollFd, n+len(fds))
@@ -50,7 +51,9 @@ func (w *Waiter) Wait(bells []*Doorbell, rung []bool, fds []unix.PollFd, timeout
 			fallback = true
 		}
 	}
-	copy(w.pfd[n:], fds)
+	for i, fd := range fds {
+		w.pfd[n+i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
 	if fallback && (timeout <= 0 || timeout > fallbackPoll) {
 		timeout = fallbackPoll
 	}
@@ -61,7 +64,9 @@ func (w *Waiter) Wait(bells []*Doorbell, rung []bool, fds []unix.PollFd, timeout
 	}
 	w.yield.BeforeBlock() // see internal/yield
 	err := pollFDs(w.pfd, ts)
-	copy(fds, w.pfd[n:])
+	for i := range fds {
+		ready[i] = w.pfd[n+i].Revents != 0
+	}
 	for i, b := range bells {
 		if !w.armed[i] {
 			select {

@@ -11,17 +11,17 @@ import (
 
 // waitAny runs w.Wait on another goroutine and fails unless it returns
 // within a generous limit (a hang, not a timing check).
-func waitAny(t *testing.T, w *Waiter, bells []*Doorbell, fds []unix.PollFd, timeout time.Duration) []bool {
+func waitAny(t *testing.T, w *Waiter, bells []*Doorbell, fds []int, timeout time.Duration) ([]bool, []bool) {
 	t.Helper()
-	rung := make([]bool, len(bells))
+	rung, ready := make([]bool, len(bells)), make([]bool, len(fds))
 	done := make(chan struct{})
-	go func() { w.Wait(bells, rung, fds, timeout); close(done) }()
+	go func() { w.Wait(bells, rung, fds, ready, timeout); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return")
 	}
-	return rung
+	return rung, ready
 }
 
 // TestWaiterWakes: one Wait on two doorbells and an fd returns for each of
@@ -37,37 +37,40 @@ func TestWaiterWakes(t *testing.T) {
 	defer unix.Close(p[1])
 	var w Waiter
 	bells := []*Doorbell{a, b}
-	fds := []unix.PollFd{{Fd: int32(p[0]), Events: unix.POLLIN}}
+	fds := []int{p[0]}
 
 	kvmSignal(t, b)
-	if r := waitAny(t, &w, bells, fds, 0); r[0] || !r[1] || fds[0].Revents != 0 {
-		t.Fatalf("KVM signal on bell 1: rung %v, fd revents %#x", r, fds[0].Revents)
+	if r, f := waitAny(t, &w, bells, fds, 0); r[0] || !r[1] || f[0] {
+		t.Fatalf("KVM signal on bell 1: rung %v, fd ready %v", r, f)
 	}
 	if b.Signals() != 1 {
 		t.Fatalf("signals = %d, want 1", b.Signals())
 	}
 	a.Ring()
-	if r := waitAny(t, &w, bells, fds, 0); !r[0] || r[1] {
+	if r, _ := waitAny(t, &w, bells, fds, 0); !r[0] || r[1] {
 		t.Fatalf("Ring on bell 0: rung %v", r)
 	}
 	if _, err := unix.Write(p[1], []byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	if r := waitAny(t, &w, bells, fds, 0); r[0] || r[1] || fds[0].Revents&unix.POLLIN == 0 {
-		t.Fatalf("fd readable: rung %v, revents %#x", r, fds[0].Revents)
+	if r, f := waitAny(t, &w, bells, fds, 0); r[0] || r[1] || !f[0] {
+		t.Fatalf("fd readable: rung %v, ready %v", r, f)
 	}
 	var buf [1]byte
 	unix.Read(p[0], buf[:])
-	fds[0].Revents = 0
-	if r := waitAny(t, &w, bells, fds, time.Millisecond); r[0] || r[1] || fds[0].Revents != 0 {
-		t.Fatalf("timeout: rung %v, revents %#x", r, fds[0].Revents)
+	if r, f := waitAny(t, &w, bells, fds, time.Millisecond); r[0] || r[1] || f[0] {
+		t.Fatalf("timeout: rung %v, ready %v", r, f)
+	}
+	// A negative fd is ignored.
+	if _, f := waitAny(t, &w, bells, []int{-1}, time.Millisecond); f[0] {
+		t.Fatal("fd -1 reported ready")
 	}
 	// Both bells and the fd at once: all reported in one Wait.
 	a.Ring()
 	kvmSignal(t, b)
 	unix.Write(p[1], []byte{1})
-	if r := waitAny(t, &w, bells, fds, 0); !r[0] || !r[1] || fds[0].Revents == 0 {
-		t.Fatalf("all ready: rung %v, revents %#x", r, fds[0].Revents)
+	if r, f := waitAny(t, &w, bells, fds, 0); !r[0] || !r[1] || !f[0] {
+		t.Fatalf("all ready: rung %v, ready %v", r, f)
 	}
 	if a.Clear() || b.Clear() {
 		t.Fatal("a ring left behind after Wait took it")
@@ -81,11 +84,11 @@ func TestWaiterIntercept(t *testing.T) {
 	b.Intercept = func() bool { return true }
 	var w Waiter
 	kvmSignal(t, b)
-	if r := waitAny(t, &w, []*Doorbell{a, b}, nil, time.Millisecond); r[0] || r[1] {
+	if r, _ := waitAny(t, &w, []*Doorbell{a, b}, nil, time.Millisecond); r[0] || r[1] {
 		t.Fatalf("intercepted signal delivered: rung %v", r)
 	}
 	b.Ring() // a ring from govm itself is never intercepted
-	if r := waitAny(t, &w, []*Doorbell{a, b}, nil, 0); !r[1] {
+	if r, _ := waitAny(t, &w, []*Doorbell{a, b}, nil, 0); !r[1] {
 		t.Fatalf("Ring not delivered past Intercept: rung %v", r)
 	}
 }
@@ -108,18 +111,18 @@ func TestWaiterFallsBack(t *testing.T) {
 	}
 	var w Waiter
 	bells := []*Doorbell{a, b}
-	if r := waitAny(t, &w, bells, nil, 0); !r[1] {
+	if r, _ := waitAny(t, &w, bells, nil, 0); !r[1] {
 		t.Fatalf("failing eventfd: rung %v, want bell 1 as rung", r)
 	}
 	if len(fails) != 1 || !errors.Is(fails[0], ErrDoorbellRead) || !b.Broken() {
 		t.Fatalf("OnFail got %v, broken %v", fails, b.Broken())
 	}
 	b.Ring()
-	if r := waitAny(t, &w, bells, nil, 0); r[0] || !r[1] {
+	if r, _ := waitAny(t, &w, bells, nil, 0); r[0] || !r[1] {
 		t.Fatalf("ring after the fallback: rung %v", r)
 	}
 	kvmSignal(t, a)
-	if r := waitAny(t, &w, bells, nil, 0); !r[0] || r[1] {
+	if r, _ := waitAny(t, &w, bells, nil, 0); !r[0] || r[1] {
 		t.Fatalf("healthy bell beside a broken one: rung %v", r)
 	}
 }
@@ -132,7 +135,7 @@ func TestWaiterClose(t *testing.T) {
 	bells := []*Doorbell{a, b}
 	rung := make([]bool, 2)
 	done := make(chan struct{})
-	go func() { w.Wait(bells, rung, nil, 0); close(done) }()
+	go func() { w.Wait(bells, rung, nil, nil, 0); close(done) }()
 	for !func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiting }() {
 		time.Sleep(time.Millisecond)
 	}
@@ -151,7 +154,7 @@ func TestWaiterClose(t *testing.T) {
 		t.Fatal("the eventfd is still open after Close and the Wait left")
 	}
 	b.Ring()
-	if r := waitAny(t, &w, bells, nil, 0); !r[1] {
+	if r, _ := waitAny(t, &w, bells, nil, 0); !r[1] {
 		t.Fatalf("ring after Close: rung %v", r)
 	}
 }
@@ -163,15 +166,14 @@ func TestWaiterNoAlloc(t *testing.T) {
 	var w Waiter
 	bells := []*Doorbell{a, b}
 	rung := make([]bool, 2)
-	fds := make([]unix.PollFd, 1)
-	fds[0] = unix.PollFd{Fd: -1}
+	fds, ready := []int{-1}, make([]bool, 1)
 	one := make([]byte, 8)
 	binary.NativeEndian.PutUint64(one, 1)
 	n := testing.AllocsPerRun(100, func() {
 		if _, err := unix.Write(b.FD(), one); err != nil {
 			t.Fatal(err)
 		}
-		w.Wait(bells, rung, fds, 0)
+		w.Wait(bells, rung, fds, ready, 0)
 	})
 	if n != 0 {
 		t.Fatalf("Wait allocated %v times per wakeup, want 0", n)

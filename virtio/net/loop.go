@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/govm/govm/virtio"
-	"golang.org/x/sys/unix"
 )
 
 // loop is the device's one I/O goroutine: it serves the TX queue, the RX
@@ -39,7 +38,8 @@ type loop struct {
 	w     virtio.Waiter
 	bells [2]*virtio.Doorbell // RXQueue, TXQueue
 	rung  [2]bool
-	fds   [1]unix.PollFd
+	fds   [1]int // the backend's PollFD while RX waits for a frame
+	ready [1]bool
 }
 
 // passBudget is how many TX chains, or RX frames, one turn serves before
@@ -112,7 +112,7 @@ func (l *loop) sleep(txLive, rxLive bool) error {
 	if rxLive {
 		switch l.rx.wait {
 		case rxWaitFrame:
-			fds = append(fds, unix.PollFd{Fd: int32(l.be.PollFD()), Events: unix.POLLIN})
+			fds = append(fds, l.be.PollFD())
 		case rxWaitPause:
 			timeout = max(time.Until(l.rx.until), 1) // 0 would be no timeout
 		}
@@ -121,7 +121,7 @@ func (l *loop) sleep(txLive, rxLive bool) error {
 	if txLive {
 		l.tx.Sleeping()
 	}
-	l.w.Wait(l.bells[:], l.rung[:], fds, timeout)
+	l.w.Wait(l.bells[:], l.rung[:], fds, l.ready[:len(fds)], timeout)
 	if txLive {
 		l.tx.Woke(l.rung[TXQueue])
 	}
