@@ -3,7 +3,6 @@ package virtionet
 import (
 	"time"
 
-	"github.com/govm/govm/internal/yield"
 	"github.com/govm/govm/virtio"
 )
 
@@ -41,7 +40,6 @@ type loop struct {
 	rung  [2]bool
 	fds   [1]int // the backend's PollFD while RX waits for a frame
 	ready [1]bool
-	yield yield.Point
 }
 
 // passBudget is how many TX chains, or RX frames, one turn serves before
@@ -96,9 +94,7 @@ func (l *loop) run() {
 			}
 		}
 		if busy {
-			// A flood keeps the loop from ever sleeping: it passes
-			// through Go's scheduler itself (see internal/yield).
-			l.yield.BeforeBlock()
+			l.w.Busy() // a flood may keep it from sleeping for long
 			continue
 		}
 		if err := l.sleep(txLive, rxLive); err != nil {
