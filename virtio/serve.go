@@ -177,11 +177,11 @@ func (s *Server) Pass(handle Handler, budget int) (PassEnd, error) {
 // reports stopped when Stop closed in between, spent when it stopped at the
 // budget.
 func (s *Server) drain(handle Handler, budget int) (stopped, spent bool, err error) {
-	for n := 0; ; n++ {
+	for served := 0; ; served++ {
 		if s.Stopped() {
 			return true, false, nil
 		}
-		if budget > 0 && n == budget {
+		if budget > 0 && served == budget {
 			return false, true, nil
 		}
 		s.Hold() // paused: take nothing
