@@ -221,6 +221,19 @@ func TestDoorbellClose(t *testing.T) {
 	b := newBell(t)
 	done := make(chan struct{})
 	go func() { b.Wait(); close(done) }()
+	closeUnderWait(t, b, done)
+	b.Ring()
+	waitReturns(t, b, "rung after Close")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closeUnderWait closes b once a wait (Doorbell.Wait or a Waiter's) is
+// blocked on its eventfd, and fails unless the wait returns (done closes)
+// and the eventfd is closed after it left.
+func closeUnderWait(t *testing.T, b *Doorbell, done <-chan struct{}) {
+	t.Helper()
 	for !func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.waiting }() {
 		time.Sleep(time.Millisecond)
 	}
@@ -234,11 +247,6 @@ func TestDoorbellClose(t *testing.T) {
 	}
 	if _, err := unix.FcntlInt(uintptr(b.FD()), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
 		t.Fatal("the eventfd is still open after Close and the Wait left")
-	}
-	b.Ring()
-	waitReturns(t, b, "rung after Close")
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 
