@@ -154,6 +154,20 @@ func (q *Queue) DisableNotify(mem *guestmem.Memory) error {
 	return nil
 }
 
+// Pending reports whether the driver has published buffers the device has
+// not taken: a look at avail idx, for a device polling its ring. Pop reads
+// it again (with the ordering that reading the ring needs).
+func (q *Queue) Pending(mem *guestmem.Memory) (bool, error) {
+	if !q.Ready {
+		return false, ErrQueueNotReady
+	}
+	availIdx, err := mem.LoadUint16(q.availIdxAddr())
+	if err != nil {
+		return false, q.memErr("avail idx", err)
+	}
+	return availIdx != q.nextAvail, nil
+}
+
 // EnableNotify re-enables kicks and reports whether work arrived meanwhile.
 // It publishes the request (VRING_USED_F_NO_NOTIFY cleared, or avail_event
 // = next avail with EVENT_IDX), issues a full barrier, then re-reads avail

@@ -70,6 +70,9 @@ type Server struct {
 	// Counters, if set, receives the queue's counts (the device may keep
 	// them across activations); otherwise the Server keeps its own.
 	Counters *NotifyCounters
+	// Poll, if set, is Serve's busy-poll window: Serve watches the ring
+	// with kicks off for that long before it sleeps.
+	Poll *Poller
 
 	own     NotifyCounters
 	pending int // chains used since the last interrupt decision
@@ -111,10 +114,51 @@ func (s *Server) Serve(handle Handler) error {
 		}
 		// PassIdle (no budget, so never PassMore): kicks are on and
 		// the re-check found the ring empty.
+		if more, err := s.poll(); err != nil {
+			return err
+		} else if more {
+			continue
+		}
 		if !s.sleep() {
 			return nil
 		}
+		if s.Poll != nil {
+			s.Poll.Found()
+		}
 	}
+}
+
+// poll watches the ring for the Poller's window with kicks off, before
+// Serve sleeps (see Poller). more: the driver published work meanwhile (or
+// Stop closed), for the next pass. Otherwise kicks are on again and the
+// ring was empty at the re-check, as after Pass.
+func (s *Server) poll() (more bool, err error) {
+	p := s.Poll
+	if p == nil || p.Begin() == 0 {
+		return false, nil
+	}
+	if err := s.Quiet(); err != nil {
+		return false, err
+	}
+	for p.Spinning() {
+		if more, err = s.Queue.Pending(s.Mem); err != nil {
+			return false, err
+		}
+		if more {
+			s.Queue.watch.Polled.Add(1)
+			p.Found()
+			return true, nil
+		}
+		if s.Stopped() {
+			return true, nil
+		}
+	}
+	// The window closed: the same re-check as Pass's before a sleep.
+	if more, err = s.Queue.EnableNotify(s.Mem); more {
+		s.Queue.watch.KicksSuppressed.Add(1)
+		p.Found()
+	}
+	return more, err
 }
 
 // PassEnd says how a Pass ended.

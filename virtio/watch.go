@@ -29,6 +29,10 @@ type Watch struct {
 	// notifications off: buffers the driver published without a kick,
 	// because the device had said it was not needed.
 	KicksSuppressed atomic.Uint64
+	// Polled counts waits for work that busy-polling the ring ended
+	// (Poller): the driver published buffers with kicks off while the
+	// device watched, so they cost neither a kick nor a wakeup.
+	Polled atomic.Uint64
 	// Used counts chains returned to the driver, UsedBytes their used
 	// lengths (bytes the device wrote into them).
 	Used, UsedBytes atomic.Uint64
