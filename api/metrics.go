@@ -26,6 +26,7 @@ func WriteMetrics(w io.Writer, s Stats) {
 		c("govm_queue_kicks_total"+withLabel(l, "via", "port"), q.KicksPort)
 		c("govm_queue_kicks_total"+withLabel(l, "via", "ioeventfd"), q.KicksEventFD)
 		c("govm_queue_kicks_suppressed_total"+l, q.KicksSuppressed)
+		c("govm_queue_polled_total"+l, q.Polled)
 		c("govm_queue_interrupts_total"+l, q.Interrupts)
 		c("govm_queue_interrupts_suppressed_total"+withLabel(l, "reason", "isr_set"), q.SuppressedISR)
 		c("govm_queue_interrupts_suppressed_total"+withLabel(l, "reason", "no_interrupt"), q.SuppressedNoIntr)

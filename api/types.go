@@ -68,6 +68,10 @@ type QueueStats struct {
 	// with notifications off (VRING_USED_F_NO_NOTIFY / avail_event): kicks
 	// the driver did not have to send.
 	KicksSuppressed uint64 `json:"kicks_suppressed"`
+	// Polled counts waits for work that the device's busy-poll ended
+	// (govm run --poll-max): buffers published with kicks off while the
+	// device watched the ring, costing neither a kick nor a wakeup.
+	Polled uint64 `json:"polled"`
 
 	Chains   uint64            `json:"chains"`
 	Bytes    uint64            `json:"bytes"`

@@ -178,7 +178,7 @@ func (m *Machine) Stats() api.Stats {
 				Size: q.Size, KicksPort: q.Notifies, KicksEventFD: q.EventFDs,
 				Interrupts: q.Raised, SuppressedISR: q.Coalesced,
 				SuppressedNoIntr: q.SuppressedNoInterrupt, SuppressedEventIdx: q.SuppressedEventIdx,
-				KicksSuppressed: q.KickSupprs, SeenAvail: q.SeenAvail,
+				KicksSuppressed: q.KickSupprs, Polled: q.Polled, SeenAvail: q.SeenAvail,
 				Chains: q.Used, Bytes: q.UsedBytes,
 				InFlight: q.AvailIdx - q.UsedIdx, AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx}
 			if wd := m.wd.Load(); wd != nil {

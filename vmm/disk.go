@@ -14,6 +14,7 @@ func (m *Machine) openDisk(d DiskConfig, what string) (*virtioblk.Device, *virti
 		return nil, nil, inputErrorf("--disk: %w", err)
 	}
 	cfg := d.blkConfig()
+	cfg.PollMax = m.cfg.PollMax
 	cfg.Log = func(format string, args ...any) { m.logf(what+": "+format, args...) }
 	dev, err := virtioblk.New(f, cfg)
 	if err != nil {

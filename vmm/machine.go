@@ -54,6 +54,9 @@ type Config struct {
 	WatchdogRecover bool
 	// Faults are injected into every virtio device (watchdog tests).
 	Faults virtiopci.Faults
+	// PollMax bounds every virtio device's adaptive busy-poll window
+	// (virtio.Poller); 0 turns polling off.
+	PollMax time.Duration
 }
 
 // Result says why a VM ended and what govm's exit status should be.

@@ -92,6 +92,9 @@ func TestBadInput(t *testing.T) {
 		{"disk is a directory", nil, []string{"run", "--kernel", k, "--disk", dir}, "is a directory"},
 		{"empty disk", nil, []string{"run", "--kernel", k, "--disk", emptyDisk}, "is empty"},
 		{"locked disk", nil, []string{"run", "--kernel", k, "--disk", lockedDisk}, "locked by another process"},
+		{"poll-max not a duration", nil, []string{"run", "--kernel", k, "--poll-max", "fast"}, "--poll-max \"fast\""},
+		{"poll-max too long", nil, []string{"run", "--kernel", k, "--poll-max", "1s"}, "from 0 (off) to 10ms"},
+		{"poll-max negative", nil, []string{"run", "--kernel", k, "--poll-max", "-5us"}, "--poll-max"},
 		{"disk serial too long", nil, []string{"run", "--kernel", k, "--disk", lockedDisk + ",serial=123456789012345678901"}, "longer than 20"},
 	}
 	for _, c := range cases {

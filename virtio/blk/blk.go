@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/govm/govm/virtio"
 )
@@ -90,6 +91,10 @@ type Config struct {
 	Serial string
 	// Log (may be nil) receives host I/O error lines, rate-limited.
 	Log func(format string, args ...any)
+	// PollMax bounds the request queue's adaptive busy-poll window
+	// (virtio.Poller); 0: the I/O goroutine sleeps as soon as the ring
+	// is empty.
+	PollMax time.Duration
 }
 
 // Validate checks cfg against the device's limits: the serial is the
@@ -209,7 +214,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
 	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
 		Bell: a.Bells[0], Intr: a.Intr, Stop: d.stop, Batch: decisionBatch(a.Features),
-		Counters: &d.notify}}
+		Counters: &d.notify, Poll: &virtio.Poller{Max: d.cfg.PollMax}}}
 	d.bell = a.Bells[0]
 	go w.run(d.done)
 	return nil

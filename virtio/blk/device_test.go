@@ -303,3 +303,27 @@ func TestFlagsOneDecisionPerPass(t *testing.T) {
 		t.Fatalf("%d interrupts for one pass of two requests, want 1", n)
 	}
 }
+
+// TestPollMax: Config.PollMax gives the request queue a busy-poll window
+// (virtio.Poller). Every wait for a request within PollMax doubles the
+// window from 4 us, so after 24 requests it is past a minute, and a
+// request published then without a kick is served. Without PollMax the
+// device sleeps on its doorbell and leaves such a request alone.
+func TestPollMax(t *testing.T) {
+	for _, max := range []time.Duration{time.Hour, 0} {
+		e := newEnv(t, Config{PollMax: max}, 0)
+		for i := 0; i < 24; i++ {
+			e.do([][]byte{header(TypeIn, uint64(i%diskSectors))}, []int{SectorSize, 1})
+		}
+		want := e.d.UsedIdx() + 1
+		e.d.AddChain([][]byte{header(TypeIn, 1)}, []int{SectorSize, 1}) // no kick
+		served := e.d.WaitUsedIdx(want, 2*time.Second)
+		polled := e.d.Queue.Watch().Polled.Load()
+		if max > 0 && (!served || polled == 0) {
+			t.Fatalf("PollMax %v: request without a kick served %v, polled %d; want served by polling", max, served, polled)
+		}
+		if max == 0 && (served || polled != 0) {
+			t.Fatalf("PollMax 0: request without a kick served %v, polled %d; want neither", served, polled)
+		}
+	}
+}

@@ -55,7 +55,9 @@ type QueueStats struct {
 	Sleeping, NeedBuffers                                         bool
 	SeenAvail                                                     uint16
 	Wanted, SuppressedNoInterrupt, SuppressedEventIdx, KickSupprs uint64
-	Used, UsedBytes                                               uint64 // chains used, their used lengths
+	// Polled counts waits for work that busy-polling ended (virtio.Watch).
+	Polled          uint64
+	Used, UsedBytes uint64 // chains used, their used lengths
 }
 
 // Delivered is how many of the device's wanted interrupts the transport
@@ -124,7 +126,7 @@ func (d *Transport) Stats() Stats {
 		qs.SeenAvail = uint16(w.SeenAvail.Load())
 		qs.Wanted = w.Wanted.Load()
 		qs.SuppressedNoInterrupt, qs.SuppressedEventIdx = w.SuppressedNoInterrupt.Load(), w.SuppressedEventIdx.Load()
-		qs.KickSupprs = w.KicksSuppressed.Load()
+		qs.KickSupprs, qs.Polled = w.KicksSuppressed.Load(), w.Polled.Load()
 		qs.Used, qs.UsedBytes = w.Used.Load(), w.UsedBytes.Load()
 		s.EventFDs += qs.EventFDs
 		s.Queues = append(s.Queues, qs)
