@@ -141,11 +141,10 @@ func (s *Server) poll() (more bool, err error) {
 		return false, err
 	}
 	for p.Spinning() {
-		if more, err = s.Queue.Pending(s.Mem); err != nil {
+		if more, err = s.Pending(); err != nil {
 			return false, err
 		}
 		if more {
-			s.Queue.watch.Polled.Add(1)
 			p.Found()
 			return true, nil
 		}
@@ -154,8 +153,7 @@ func (s *Server) poll() (more bool, err error) {
 		}
 	}
 	// The window closed: the same re-check as Pass's before a sleep.
-	if more, err = s.Queue.EnableNotify(s.Mem); more {
-		s.Queue.watch.KicksSuppressed.Add(1)
+	if more, err = s.Rearm(); more {
 		p.Found()
 	}
 	return more, err
@@ -201,20 +199,39 @@ func (s *Server) Pass(handle Handler, budget int) (PassEnd, error) {
 		if spent {
 			return PassMore, nil
 		}
-		// The re-check that prevents lost kicks: EnableNotify publishes
-		// that we want kicks, FENCE, then re-reads avail idx (see its
-		// ordering comment). A driver that added buffers while kicks
-		// were off did not kick, so those buffers are found here or
-		// never: skipping this and sleeping would hang the queue.
-		more, err := s.Queue.EnableNotify(s.Mem)
+		more, err := s.Rearm()
 		if err != nil {
 			return 0, err
 		}
 		if !more {
 			return PassIdle, nil
 		}
+	}
+}
+
+// Rearm asks for kicks again before the device sleeps, with the re-check
+// that prevents lost kicks: EnableNotify publishes that we want kicks,
+// FENCE, then re-reads avail idx (see its ordering comment). A driver that
+// added buffers while kicks were off did not kick, so those buffers are
+// found here or never: sleeping without this would hang the queue. more:
+// they were found; serve them (kicks may be left on) instead of sleeping.
+func (s *Server) Rearm() (more bool, err error) {
+	more, err = s.Queue.EnableNotify(s.Mem)
+	if more {
 		s.Queue.watch.KicksSuppressed.Add(1)
 	}
+	return more, err
+}
+
+// Pending is for a device polling its ring with kicks off (Quiet, then a
+// Poller's window): whether the driver has published work. Work found so
+// is counted (Watch.Polled). A poll that finds nothing ends in Rearm.
+func (s *Server) Pending() (bool, error) {
+	more, err := s.Queue.Pending(s.Mem)
+	if more {
+		s.Queue.watch.Polled.Add(1)
+	}
+	return more, err
 }
 
 // drain serves available chains, at most budget of them (0: all). It
@@ -346,14 +363,7 @@ func (s *Server) ArmAvail() (more bool, err error) {
 	}
 	// Same re-check as in Pass: without it a buffer added while kicks
 	// were off is never seen.
-	more, err = s.Queue.EnableNotify(s.Mem)
-	if err != nil {
-		return false, err
-	}
-	if more {
-		s.Queue.watch.KicksSuppressed.Add(1)
-	}
-	return more, nil
+	return s.Rearm()
 }
 
 // Quiet asks the driver for no kicks (DisableNotify). A device that polls

@@ -18,6 +18,7 @@ type Waiter struct {
 	pfd   []unix.PollFd
 	armed []bool
 	yield yield.Point
+	zero  unix.Timespec // Peek's timeout, here so a Peek allocates nothing
 }
 
 // fallbackPoll bounds a Wait while one of its doorbells runs on its
@@ -95,6 +96,30 @@ func (w *Waiter) Wait(bells []*Doorbell, rung []bool, fds []int, ready []bool, t
 		}
 		rung[i] = r
 	}
+}
+
+// Peek reports, without blocking, whether one of fds polls readable (or in
+// error: the next read says which): for a goroutine busy-polling its
+// backend as well as its rings (Poller). A negative fd is ignored; a poll
+// error reports true, so the caller goes and reads.
+func (w *Waiter) Peek(fds []int) bool {
+	if cap(w.pfd) < len(fds) {
+		w.pfd = make([]unix.PollFd, len(fds))
+	}
+	w.pfd = w.pfd[:len(fds)]
+	for i, fd := range fds {
+		w.pfd[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	}
+	w.zero = unix.Timespec{}
+	if err := pollFDs(w.pfd, &w.zero); err != nil {
+		return true
+	}
+	for i := range fds {
+		if w.pfd[i].Revents != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Busy is for the Waiter's goroutine going around without sleeping (work in

@@ -166,3 +166,30 @@ func TestWaiterNoAlloc(t *testing.T) {
 		t.Fatalf("Wait allocated %v times per wakeup, want 0", n)
 	}
 }
+
+// TestWaiterPeek: Peek says whether an fd is readable without blocking or
+// taking anything, and allocates nothing once sized.
+func TestWaiterPeek(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	var w Waiter
+	fds := []int{-1, p[0]}
+	if w.Peek(fds) {
+		t.Fatal("Peek on an empty pipe = true")
+	}
+	if _, err := unix.Write(p[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // Peek takes nothing
+		if !w.Peek(fds) {
+			t.Fatalf("Peek %d on a readable pipe = false", i)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { w.Peek(fds) }); n != 0 {
+		t.Fatalf("Peek allocated %v times, want 0", n)
+	}
+}

@@ -82,7 +82,7 @@ func (m *Machine) setupPCI() error {
 		if mac == nil {
 			mac = DefaultMAC(fmt.Sprintf("%s-%d", m.cfg.Name, i))
 		}
-		dev, err := virtionet.New(t, virtionet.Config{MAC: mac})
+		dev, err := virtionet.New(t, virtionet.Config{MAC: mac, PollMax: m.cfg.PollMax})
 		if err != nil {
 			t.Close()
 			return fmt.Errorf("vmm: net %d: %w", i, err)

@@ -159,9 +159,15 @@ func newEnv(t *testing.T, features uint64, loop bool) *env {
 // moment the device signals.
 func newEnvIntr(t *testing.T, features uint64, loop bool, wrap func(*virtiotest.RecordingInterrupt) virtio.Interrupt) *env {
 	t.Helper()
+	return newEnvConfig(t, features, loop, wrap, Config{MAC: testMAC})
+}
+
+// newEnvConfig is newEnvIntr with the device's Config.
+func newEnvConfig(t *testing.T, features uint64, loop bool, wrap func(*virtiotest.RecordingInterrupt) virtio.Interrupt, cfg Config) *env {
+	t.Helper()
 	ds := virtiotest.NewQueues(t, 4<<20, QueueSize, QueueSize)
 	be := newFake(t, loop)
-	dev, err := New(be, Config{MAC: testMAC})
+	dev, err := New(be, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

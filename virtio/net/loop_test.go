@@ -2,6 +2,7 @@ package virtionet
 
 import (
 	"testing"
+	"time"
 )
 
 // TestRXServeBudget: RX reads at most its budget of frames per turn and
@@ -32,5 +33,32 @@ func TestRXServeBudget(t *testing.T) {
 	}
 	if d.Stats().RX.Frames != 16 {
 		t.Fatalf("%d frames delivered, want 16", d.Stats().RX.Frames)
+	}
+}
+
+// TestLoopPolls: with Config.PollMax the loop busy-polls before it sleeps
+// (virtio.Poller). Every wait for work within PollMax doubles the window
+// from 4 us, so after 24 frames it is past a minute, and a TX frame the
+// driver publishes then without a kick is sent. Without PollMax the loop
+// sleeps on its doorbells and leaves such a frame alone.
+func TestLoopPolls(t *testing.T) {
+	for _, max := range []time.Duration{time.Hour, 0} {
+		e := newEnvConfig(t, 0, false, nil, Config{MAC: testMAC, PollMax: max})
+		h := make([]byte, e.hdr)
+		for i := 0; i < 24; i++ {
+			e.tx.AddChain([][]byte{h, frame(60, uint32(i))}, nil)
+			e.tx.KickIfNeeded()
+			e.waitUsed(e.tx, uint16(i+1))
+		}
+		e.tx.AddChain([][]byte{h, frame(60, 24)}, nil) // no kick
+		served := e.tx.WaitUsedIdx(25, 2*time.Second)
+		polled := e.tx.Queue.Watch().Polled.Load()
+		if max > 0 && (!served || polled == 0 || len(e.be.written()) != 25) {
+			t.Fatalf("PollMax %v: frame without a kick served %v, polled %d, %d frames sent; want served by polling",
+				max, served, polled, len(e.be.written()))
+		}
+		if max == 0 && (served || polled != 0) {
+			t.Fatalf("PollMax 0: frame without a kick served %v, polled %d; want neither", served, polled)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
@@ -69,12 +70,16 @@ var _ Backend = (*tap.Tap)(nil)
 // Config configures a network device.
 type Config struct {
 	MAC net.HardwareAddr // 6 bytes, unicast
+	// PollMax bounds the I/O goroutine's adaptive busy-poll window
+	// (virtio.Poller); 0: it sleeps as soon as it has no work.
+	PollMax time.Duration
 }
 
 // Device is a virtio-net device. The transport serialises Activate, Reset
 // and config access; its one I/O goroutine (loop) shares only Stats.
 type Device struct {
-	be Backend
+	be      Backend
+	pollMax time.Duration
 
 	cfgMu sync.Mutex
 	mac   [6]byte
@@ -97,7 +102,7 @@ func New(backend Backend, cfg Config) (*Device, error) {
 	if _, err := tap.ParseMAC(cfg.MAC.String()); err != nil {
 		return nil, fmt.Errorf("virtionet: %w", err)
 	}
-	d := &Device{be: backend}
+	d := &Device{be: backend, pollMax: cfg.PollMax}
 	copy(d.mac[:], cfg.MAC)
 	return d, nil
 }
@@ -175,7 +180,8 @@ func (d *Device) Activate(a virtio.Activation) error {
 	}
 	d.stop = make(chan struct{})
 	d.bells = a.Bells[:2]
-	l := &loop{rx: newRX(d, a, hdr), tx: newTX(d, a, hdr), be: d.be, stop: d.stop}
+	l := &loop{rx: newRX(d, a, hdr), tx: newTX(d, a, hdr), be: d.be, stop: d.stop,
+		poll: virtio.Poller{Max: d.pollMax}}
 	copy(l.bells[:], a.Bells[:2])
 	d.wg.Add(1)
 	go func() { defer d.wg.Done(); l.run() }()
