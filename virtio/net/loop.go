@@ -66,6 +66,7 @@ func (l *loop) run() {
 		rxLive = false
 	}
 	rxTurn, txSince := true, uint64(0)
+	answered := false // TX served chains since the loop last slept
 	for !l.tx.Stopped() {
 		busy := false
 		if rxLive && rxTurn {
@@ -90,6 +91,7 @@ func (l *loop) run() {
 			}
 			n := l.tx.Queue.Watch().Used.Load() - used
 			busy = busy || n > 0 || end == virtio.PassMore
+			answered = answered || n > 0
 			if txSince += n; txSince >= passBudget {
 				rxTurn = true
 			}
@@ -98,7 +100,7 @@ func (l *loop) run() {
 			l.w.Busy() // a flood may keep it from sleeping for long
 			continue
 		}
-		if l.spin(txLive, rxLive) {
+		if answered && l.spin(txLive, rxLive) {
 			rxTurn = true
 			continue
 		}
@@ -107,7 +109,7 @@ func (l *loop) run() {
 			rxLive = false
 		}
 		l.poll.Found()
-		rxTurn = true
+		rxTurn, answered = true, false
 	}
 }
 
@@ -124,6 +126,14 @@ func (l *loop) run() {
 // guest a kick. RX's kicks stay as they are: it polls its ring only while
 // it has no buffers, and a refill's kick then costs a spurious wakeup at
 // most.
+//
+// The loop spins only once the guest has sent since the loop last slept
+// (run's answered): polling pays when the guest answers what it receives.
+// A guest that only receives has nothing for the spin to find sooner than
+// the tap's wakeup brings it, and the spinning thread took CPU from the
+// guest and the sender: rxrig (host UDP flood of 64 B frames, 3 s) got
+// 347,000-385,000 frames into the guest with the spin against
+// 517,000-613,000 without.
 func (l *loop) spin(txLive, rxLive bool) (found bool) {
 	if l.poll.Begin() == 0 {
 		return false
