@@ -62,3 +62,30 @@ func TestLoopPolls(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopSpinsOnlyAfterSend: a loop whose guest has only received since it
+// last slept does not spin, however wide its window has grown: 24 frames
+// into the guest (each wait within PollMax doubles the window) and then a
+// TX frame published without a kick stays unsent, because the loop sleeps
+// on its doorbells. Without that rule the spin finds and sends it; in a
+// flood into the guest the spinning thread only took CPU from the guest
+// and the sender (see loop.spin).
+func TestLoopSpinsOnlyAfterSend(t *testing.T) {
+	e := newEnvConfig(t, 0, false, nil, Config{MAC: testMAC, PollMax: time.Hour})
+	for i := 0; i < 30; i++ {
+		e.rx.AddChain(nil, []int{hdrLenBase + maxFrame})
+	}
+	e.rx.KickIfNeeded()
+	for i := 0; i < 24; i++ {
+		e.be.inject(append(make([]byte, hdrLenBase), frame(60, uint32(i))...))
+		e.waitUsed(e.rx, uint16(i+1))
+	}
+	e.tx.AddChain([][]byte{make([]byte, e.hdr), frame(60, 99)}, nil) // no kick
+	if e.tx.WaitUsedIdx(1, 300*time.Millisecond) {
+		t.Fatalf("a TX frame published without a kick was sent (polled %d) by a loop whose guest had only received",
+			e.tx.Queue.Watch().Polled.Load())
+	}
+	// The kick it needs still works.
+	e.tx.Kick()
+	e.waitUsed(e.tx, 1)
+}
