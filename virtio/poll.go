@@ -69,10 +69,12 @@ func (p *Poller) Spinning() bool {
 }
 
 // osYield offers the CPU to any other thread runnable on it
-// (sched_yield(2)), so a spin takes only CPU time nobody else wants: on a
-// host whose CPUs the guest and the traffic source keep busy, a spinning
-// I/O thread otherwise took their time (BenchmarkNet RX 64 B fell to 0.69x
-// QEMU's). A raw system call: it never blocks.
+// (sched_yield(2)) at every look, so a spin gives way to the vCPU or the
+// traffic source when they share its CPU. It is not enough to make a
+// spin free on a busy host: an RX flood into the guest lost as much with
+// it as without (0.74x and 0.69x QEMU's frames/s in one BenchmarkNet run
+// each), which is why virtio-net spins only after the guest has sent (see
+// its loop). A raw system call: it never blocks.
 func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // Found ends the wait begun by Begin: work arrived while spinning, or the
