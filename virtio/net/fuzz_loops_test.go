@@ -57,13 +57,18 @@ const (
 // must deliver no more frames to the guest than the host sent.
 //
 // Input: [0] features selector, [1] RX size log2, [2] TX size log2,
-// [3] frame count, then per frame a le16 length, then the memory image.
+// [3] frame count (low 3 bits; bit 7: the loop busy-polls, Config.PollMax,
+// so its spin reads the hostile rings too), then per frame a le16 length,
+// then the memory image.
 func FuzzRXTXLoops(f *testing.F) {
 	f.Add([]byte{0, 8, 8, 0})
 	f.Add(seedLoops(0x01, 4, 4, [][]byte{make([]byte, 60)}))
 	f.Add(seedLoops(0x03, 2, 3, [][]byte{make([]byte, 100), make([]byte, 1514)}))
 	f.Add(seedLoops(0xff, 0, 8, [][]byte{make([]byte, 20)}))
 	f.Add(seedRXHeadRepeated())
+	polled := seedLoops(0x03, 4, 4, [][]byte{make([]byte, 60)})
+	polled[3] |= 0x80
+	f.Add(polled)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if len(in) < 4 {
 			return
@@ -78,9 +83,13 @@ func TestLoopsRigMovesFrames(t *testing.T) {
 	// Wait for the work itself, not for quiet: on a loaded host the
 	// goroutines may sit unscheduled longer than settle's polls.
 	done := func(s Stats) bool { return s.RX.Frames == 1 && s.TX.Frames == 16 }
-	s, sent := runLoops(t, seedLoops(0x01, 4, 4, [][]byte{make([]byte, 60)}), done)
-	if sent != 1 || s.RX.Frames != 1 || s.TX.Frames != 16 {
-		t.Fatalf("sent %d, stats %+v; want 1 frame in, 16 out", sent, s)
+	for _, poll := range []byte{0, 0x80} { // and with the loop busy-polling
+		in := seedLoops(0x01, 4, 4, [][]byte{make([]byte, 60)})
+		in[3] |= poll
+		s, sent := runLoops(t, in, done)
+		if sent != 1 || s.RX.Frames != 1 || s.TX.Frames != 16 {
+			t.Fatalf("poll %#x: sent %d, stats %+v; want 1 frame in, 16 out", poll, sent, s)
+		}
 	}
 }
 
@@ -129,6 +138,7 @@ func seedRXHeadRepeated() []byte {
 // runLoops runs one input. With until, it waits (up to 10 s) for until to
 // hold before resetting the device; without, until the device is quiet.
 func runLoops(t *testing.T, in []byte, until func(Stats) bool) (Stats, int) {
+	in0 := in
 	sel, rxLog, txLog, nframes := in[0], in[1], in[2], int(in[3]%8)
 	in = in[4:]
 	var frames [][]byte
@@ -184,7 +194,11 @@ func runLoops(t *testing.T, in []byte, until func(Stats) bool) (Stats, int) {
 		}
 	}()
 	be, host := &sockBackend{fd: fds[0]}, fds[1]
-	d, err := New(be, Config{MAC: testMAC})
+	cfg := Config{MAC: testMAC}
+	if in0[3]&0x80 != 0 {
+		cfg.PollMax = time.Millisecond
+	}
+	d, err := New(be, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
