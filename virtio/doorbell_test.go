@@ -162,6 +162,20 @@ func TestDoorbellIntercept(t *testing.T) {
 	}
 }
 
+// breakRead makes b's eventfd fail the way a bad read does: /dev/null,
+// duplicated onto its fd number, polls readable and reads 0 bytes.
+func breakRead(t *testing.T, b *Doorbell) {
+	t.Helper()
+	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(null)
+	if err := unix.Dup3(null, b.FD(), unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDoorbellFallsBack: an eventfd that fails (a short read here, a poll
 // error below) is never a silent hang: OnFail hears of it once, the
 // sleeping Wait returns, and rings reach Wait over the channel from then
@@ -172,17 +186,7 @@ func TestDoorbellFallsBack(t *testing.T) {
 		breakIt func(t *testing.T, b *Doorbell)
 		want    error
 	}{
-		{"read", func(t *testing.T, b *Doorbell) {
-			// /dev/null polls readable and reads 0 bytes.
-			null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(null)
-			if err := unix.Dup3(null, b.FD(), unix.O_CLOEXEC); err != nil {
-				t.Fatal(err)
-			}
-		}, ErrDoorbellRead},
+		{"read", breakRead, ErrDoorbellRead},
 		{"poll", func(t *testing.T, b *Doorbell) {
 			orig := pollFDs
 			pollFDs = func([]unix.PollFd, *unix.Timespec) error { return unix.ENOMEM }

@@ -101,14 +101,7 @@ func TestWaiterFallsBack(t *testing.T) {
 	a, b := newBell(t), newBell(t)
 	var fails []error
 	b.OnFail = func(err error) { fails = append(fails, err) }
-	null, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(null)
-	if err := unix.Dup3(null, b.FD(), unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
+	breakRead(t, b)
 	var w Waiter
 	bells := []*Doorbell{a, b}
 	if r, _ := waitAny(t, &w, bells, nil, 0); !r[1] {
