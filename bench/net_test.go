@@ -28,18 +28,25 @@ import (
 // See README.md for how to read the numbers.
 
 const (
-	netSink  = 5001 // guest TX lands here; host RX source sends from here
-	netCtl   = 5002 // "rx SIZE MS PORT" requests from the guest
-	netPings = 10000
+	netSink    = 5001 // guest TX lands here; host RX source sends from here
+	netCtl     = 5002 // "rx SIZE MS PORT" requests from the guest
+	netPings   = 10000
+	netPhaseMS = 2000 // bench.ms: each phase's length
 )
 
 // netPhases are the RESULT lines net-bench prints, one per measurement, in
-// order, and the short names the metrics use; "pingf" is ping -f afterwards.
-var netPhases = []struct{ result, short string }{
-	{"net-bench-tx-64", "tx-64"},
-	{"net-bench-tx-1500", "tx-1500"},
-	{"net-bench-rx-64", "rx-64"},
-	{"net-bench-rx-1500", "rx-1500"},
+// order, the short names the metrics use ("pingf" is ping -f afterwards), and
+// what each measures: received (rx) or sent datagrams of size bytes of UDP
+// payload (18: 64-byte Ethernet frames; 1472: 1500-byte IP packets).
+var netPhases = []struct {
+	result, short string
+	rx            bool
+	size          int
+}{
+	{"net-bench-tx-64", "tx-64", false, 18},
+	{"net-bench-tx-1500", "tx-1500", false, 1472},
+	{"net-bench-rx-64", "rx-64", true, 18},
+	{"net-bench-rx-1500", "rx-1500", true, 1472},
 }
 
 // sample is one VMM run's figures by metric name ("tx-64-pps", "pingf-rtt-ms",
@@ -142,8 +149,8 @@ func (s sample) addCPU(phase string, d CPUSample, frames int64) {
 }
 
 // netCmdline runs net-bench, then net-echo for ping -f until "quit".
-const netCmdline = "test=net-bench,net-echo net.ip=" + netnstest.GuestIP + " net.peer=" + netnstest.HostIP +
-	" bench.ms=2000 net.serve_ms=120000"
+var netCmdline = "test=net-bench,net-echo net.ip=" + netnstest.GuestIP + " net.peer=" + netnstest.HostIP +
+	" bench.ms=" + strconv.Itoa(netPhaseMS) + " net.serve_ms=120000"
 
 // netRun boots one VMM in ns (argv already wrapped in ip netns exec), runs
 // net-bench with a CPU sample at each phase boundary (the sink's first datagram,
@@ -163,6 +170,42 @@ func netRun(b *testing.B, ns string, argv []string) (sample, error) {
 	defer v.Kill()
 	timeout := benchTimeout(b, 120*time.Second)
 	pid := v.Cmd.Process.Pid // ip netns exec execs the VMM in place
+	cpu, err := phaseCPU(v, peer, pid, timeout)
+	if err != nil {
+		return nil, err
+	}
+	ping, pingCPU, err := pingFloodCPU(ns, v, filepath.Base(argv[4]), pid, netPings, 120*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if err := quitGuest(ns, v, "SUMMARY "); err != nil {
+		return nil, err
+	}
+	o, err := finish(v)
+	if err != nil {
+		return nil, err
+	}
+	if err := phaseFigures(o, cpu, s, guestFigures); err != nil {
+		return nil, err
+	}
+	// ping -f: net-echo's device counters run on from net-bench's.
+	frames, err := counterDelta(o.Results["net-bench"], o.Results["net-echo"], s, "pingf")
+	if err != nil {
+		return nil, err
+	}
+	s["pingf-pps"] = float64(ping.recv) / ping.time.Seconds()
+	s["pingf-rtt-ms"] = ping.rttAvg
+	s.addCPU("pingf", pingCPU, frames)
+	peer.mu.Lock()
+	b.Logf("%s: host sink got %v datagrams by size", filepath.Base(argv[4]), peer.got)
+	peer.mu.Unlock()
+	return s, nil
+}
+
+// phaseCPU samples pid's CPU at every phase boundary of net-bench, as it
+// runs: the sink's first datagram (the first phase's first frame), then each
+// phase's RESULT line; then it waits for net-bench's own RESULT.
+func phaseCPU(v *VMM, peer *hostPeer, pid int, timeout time.Duration) ([]CPUSample, error) {
 	select {
 	case <-peer.first:
 	case <-time.After(timeout):
@@ -187,47 +230,38 @@ func netRun(b *testing.B, ns string, argv []string) (sample, error) {
 	if _, err := v.WaitLine("RESULT net-bench ", timeout); err != nil {
 		return nil, fmt.Errorf("net-bench: %w\nserial: %s", err, v.Serial())
 	}
-	ping, pingCPU, err := pingFloodCPU(ns, v, filepath.Base(argv[4]), pid, netPings, 120*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	if err := quitGuest(ns, v, "SUMMARY "); err != nil {
-		return nil, err
-	}
-	o, err := finish(v)
-	if err != nil {
-		return nil, err
-	}
+	return cpu, nil
+}
+
+// figure is a RESULT key and the metric it becomes (PHASE-metric).
+type figure struct{ key, metric string }
+
+// guestFigures are what net-bench reports per phase; the null VMM reports
+// only pps (it has no kicks or interrupts).
+var guestFigures = []figure{{"pps", "pps"}, {"kicks_per_1k", "kicks/1k"}, {"irqs_per_1k", "irqs/1k"}}
+
+// phaseFigures records each phase's figures from its RESULT line, and the CPU
+// it cost per 1000 of its frames (cpu: phaseCPU's samples).
+func phaseFigures(o *guestrun.Output, cpu []CPUSample, s sample, figs []figure) error {
 	for i, ph := range netPhases {
 		r, ok := o.Results[ph.result]
 		if !ok {
-			return nil, fmt.Errorf("no RESULT %s", ph.result)
+			return fmt.Errorf("no RESULT %s", ph.result)
 		}
 		pkts, err := r.Int("pkts")
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, k := range []struct{ key, metric string }{{"pps", "pps"}, {"kicks_per_1k", "kicks/1k"}, {"irqs_per_1k", "irqs/1k"}} {
+		for _, k := range figs {
 			n, err := r.Int(k.key)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			s[ph.short+"-"+k.metric] = float64(n)
 		}
 		s.addCPU(ph.short, cpu[i+1].Sub(cpu[i]), pkts)
 	}
-	// ping -f: net-echo's device counters run on from net-bench's.
-	frames, err := counterDelta(o.Results["net-bench"], o.Results["net-echo"], s, "pingf")
-	if err != nil {
-		return nil, err
-	}
-	s["pingf-pps"] = float64(ping.recv) / ping.time.Seconds()
-	s["pingf-rtt-ms"] = ping.rttAvg
-	s.addCPU("pingf", pingCPU, frames)
-	peer.mu.Lock()
-	b.Logf("%s: host sink got %v datagrams by size", filepath.Base(argv[4]), peer.got)
-	peer.mu.Unlock()
-	return s, nil
+	return nil
 }
 
 // counterDelta records kicks and interrupts per 1000 frames between two of the
@@ -254,15 +288,73 @@ func counterDelta(from, to guestrun.Result, s sample, phase string) (int64, erro
 
 // BenchmarkNet runs govm and QEMU in alternation (the order flips every
 // iteration) b.N times each, and reports per-VMM medians and govm/QEMU ratios.
-// One iteration is one run of each VMM, about 30 s.
+// Each iteration then runs the null VMM (nullvmm_test.go), with its stand-in
+// vCPU halted and spinning, and reports each VMM's figures against those
+// (govm/null-halt-rx-64-pps, ...). One iteration is about 45 s.
 func BenchmarkNet(b *testing.B) {
-	gs, qs := alternate(b, netCmdline, netRun)
+	modes := []string{"halt", "spin"}
+	nulls := make([][]sample, len(modes))
+	gs, qs := alternate(b, netCmdline, netRun, func(i int) {
+		for j, mode := range modes {
+			s, err := nullRun(b, benchNetns(b), mode)
+			if err != nil {
+				b.Fatalf("run %d of the null VMM (%s): %v", i, mode, err)
+			}
+			nulls[j] = append(nulls[j], s)
+			b.Logf("run %d null-%s: %s", i, mode, s)
+		}
+	})
 	reportPairs(b, gs, qs)
+	for j, mode := range modes {
+		for _, vmm := range []struct {
+			name string
+			ss   []sample
+		}{{"govm", gs}, {"qemu", qs}} {
+			m := pairMetrics(vmm.name, vmm.ss, "null-"+mode, nulls[j])
+			for _, k := range sortedMetricKeys([]sample{m}) {
+				if !strings.HasPrefix(k, vmm.name+"-") { // reportPairs has those
+					b.ReportMetric(m[k], k)
+				}
+			}
+		}
+	}
+}
+
+// nullRun runs the null VMM in mode in ns against a host peer, as netRun runs a
+// VMM, and returns its figures: pps and CPU per phase.
+func nullRun(b *testing.B, ns, mode string) (sample, error) {
+	hostTap(b, ns)
+	if err := nullNeighbour(ns); err != nil {
+		return nil, err
+	}
+	peer, err := startPeer(ns)
+	if err != nil {
+		return nil, err
+	}
+	defer peer.close()
+	v, err := Start(nullArgv(ns, mode)...)
+	if err != nil {
+		return nil, err
+	}
+	defer v.Kill()
+	cpu, err := phaseCPU(v, peer, v.Cmd.Process.Pid, benchTimeout(b, 120*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	if status, err := v.Wait(30 * time.Second); err != nil || status != 0 {
+		return nil, fmt.Errorf("null VMM: exit %d, %v\nstderr: %s", status, err, v.Stderr())
+	}
+	s := sample{}
+	if err := phaseFigures(v.Output(), cpu, s, []figure{{"pps", "pps"}}); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // alternate runs govm and QEMU with cmdline, each in a namespace of its own, b.N
-// times each, the order flipping every iteration so both see the same host load.
-func alternate(b *testing.B, cmdline string, run func(*testing.B, string, []string) (sample, error)) (gs, qs []sample) {
+// times each, the order flipping every iteration so both see the same host load;
+// then, unless nil, each(i) at the end of iteration i.
+func alternate(b *testing.B, cmdline string, run func(*testing.B, string, []string) (sample, error), each func(i int)) (gs, qs []sample) {
 	for i := 0; i < b.N; i++ {
 		runs := []struct {
 			name string
@@ -283,6 +375,9 @@ func alternate(b *testing.B, cmdline string, run func(*testing.B, string, []stri
 			}
 			*r.out = append(*r.out, s)
 			b.Logf("run %d %s: %s", i, r.name, s)
+		}
+		if each != nil {
+			each(i)
 		}
 	}
 	return gs, qs
@@ -321,20 +416,21 @@ func ratioMetric(key string) bool {
 
 // reportPairs publishes pairMetrics.
 func reportPairs(b *testing.B, gs, qs []sample) {
-	m := pairMetrics(gs, qs)
+	m := pairMetrics("govm", gs, "qemu", qs)
 	for _, k := range sortedMetricKeys([]sample{m}) {
 		b.ReportMetric(m[k], k)
 	}
 }
 
-// pairMetrics is govm-KEY and qemu-KEY medians for every figure (over the runs
-// that have it: a figure never measured is left out, not zero), plus
+// pairMetrics is A-KEY and B-KEY medians for every figure (over the runs that
+// have it: a figure never measured is left out, not zero), plus
 // PHASE-cpu-us/1k (vCPU plus the rest), and for rates, RTT and CPU the median
-// over iterations of govm's figure divided by QEMU's in the same iteration
-// (govm/qemu-KEY): the two runs are back to back, so a ratio of pairs follows
-// the host's changing load better than a ratio of medians. Above 1 means govm
-// is faster for a rate, slower for RTT and CPU.
-func pairMetrics(gs, qs []sample) map[string]float64 {
+// over iterations of A's figure divided by B's in the same iteration
+// (A/B-KEY): the two runs are back to back, so a ratio of pairs follows the
+// host's changing load better than a ratio of medians. Above 1 means A is
+// faster for a rate, slower for RTT and CPU. A and B are govm and qemu, or a
+// VMM and a null VMM.
+func pairMetrics(a string, gs []sample, b string, qs []sample) map[string]float64 {
 	m := map[string]float64{}
 	for _, ss := range [][]sample{gs, qs} {
 		for _, s := range ss {
@@ -350,7 +446,7 @@ func pairMetrics(gs, qs []sample) map[string]float64 {
 		for _, v := range []struct {
 			prefix string
 			ss     []sample
-		}{{"govm-", gs}, {"qemu-", qs}} {
+		}{{a + "-", gs}, {b + "-", qs}} {
 			var xs []float64
 			for _, s := range v.ss {
 				if x, ok := s[k]; ok {
@@ -373,7 +469,7 @@ func pairMetrics(gs, qs []sample) map[string]float64 {
 			}
 		}
 		if len(rs) > 0 {
-			m["govm/qemu-"+k] = Median(rs)
+			m[a+"/"+b+"-"+k] = Median(rs)
 		}
 	}
 	return m
@@ -392,7 +488,7 @@ func TestPairMetrics(t *testing.T) {
 		{"tx-64-pps": 100, "tx-64-kicks/1k": 1, "tx-64-vcpu-us/1k": 10, "tx-64-vmm-us/1k": 10},
 		{"tx-64-pps": 400, "tx-64-kicks/1k": 1, "tx-64-vcpu-us/1k": 10, "tx-64-vmm-us/1k": 10},
 	}
-	m := pairMetrics(gs, qs)
+	m := pairMetrics("govm", gs, "qemu", qs)
 	want := map[string]float64{
 		"govm-tx-64-pps": 200, "qemu-tx-64-pps": 100, "govm/qemu-tx-64-pps": 1, // 1, 3, 0.5
 		"govm-tx-64-kicks/1k": 20, "qemu-tx-64-kicks/1k": 1,

@@ -79,6 +79,6 @@ func netPollRun(b *testing.B, ns string, argv []string) (sample, error) {
 // ping's own run time), RTT, kicks and interrupts per 1000 frames, and host CPU
 // per 1000 frames (vCPU threads and the rest).
 func BenchmarkNetPoll(b *testing.B) {
-	gs, qs := alternate(b, netPollCmdline, netPollRun)
+	gs, qs := alternate(b, netPollCmdline, netPollRun, nil)
 	reportPairs(b, gs, qs)
 }

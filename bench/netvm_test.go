@@ -44,6 +44,17 @@ func govmNetArgv(tb testing.TB, ns, cmdline string) []string {
 // our hosts, and govm has no vhost either). debug-threads=on names QEMU's vCPU
 // threads "CPU N/KVM", which ReadCPU splits out.
 func qemuNetArgv(tb testing.TB, ns, cmdline string) []string {
+	hostTap(tb, ns)
+	argv := qemuArgv(tb, testKernel(tb), cmdline,
+		"-name", "govm-bench,debug-threads=on",
+		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off",
+		"-device", "virtio-net-pci,netdev=n0,disable-modern=on")
+	return append([]string{"ip", "netns", "exec", ns}, argv...)
+}
+
+// hostTap creates tap0 in ns, with vnet headers, the host's address, and up:
+// for a VMM that does not configure the host side (QEMU, the null VMM).
+func hostTap(tb testing.TB, ns string) {
 	for _, c := range [][]string{
 		{"ip", "-n", ns, "tuntap", "add", "dev", "tap0", "mode", "tap", "vnet_hdr"},
 		{"ip", "-n", ns, "addr", "add", netnstest.HostIP + "/24", "dev", "tap0"},
@@ -53,11 +64,6 @@ func qemuNetArgv(tb testing.TB, ns, cmdline string) []string {
 			tb.Fatalf("%v: %v: %s", c, err, out)
 		}
 	}
-	argv := qemuArgv(tb, testKernel(tb), cmdline,
-		"-name", "govm-bench,debug-threads=on",
-		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no,vhost=off",
-		"-device", "virtio-net-pci,netdev=n0,disable-modern=on")
-	return append([]string{"ip", "netns", "exec", ns}, argv...)
 }
 
 // waitReachable pings the guest until it answers (net-echo is serving).
