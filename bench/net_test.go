@@ -174,14 +174,7 @@ func netRun(b *testing.B, ns string, argv []string) (sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	ping, pingCPU, err := pingFloodCPU(ns, v, filepath.Base(argv[4]), pid, netPings, 120*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	if err := quitGuest(ns, v, "SUMMARY "); err != nil {
-		return nil, err
-	}
-	o, err := finish(v)
+	ping, pingCPU, o, err := pingThenFinish(ns, v, filepath.Base(argv[4]), pid, netPings, 120*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -39,14 +39,7 @@ func netPollRun(b *testing.B, ns string, argv []string) (sample, error) {
 		return nil, err
 	}
 	pid := v.Cmd.Process.Pid // ip netns exec execs the VMM in place
-	ping, pingCPU, err := pingFloodCPU(ns, v, filepath.Base(argv[4]), pid, netPollPings, timeout)
-	if err != nil {
-		return nil, err
-	}
-	if err := quitGuest(ns, v, "SUMMARY "); err != nil {
-		return nil, err
-	}
-	o, err := finish(v)
+	ping, pingCPU, o, err := pingThenFinish(ns, v, filepath.Base(argv[4]), pid, netPollPings, timeout)
 	if err != nil {
 		return nil, err
 	}

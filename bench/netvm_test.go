@@ -113,7 +113,6 @@ func finish(v *VMM) (*guestrun.Output, error) {
 	return o, nil
 }
 
-// pingReport is what iputils ping prints at the end.
 // pingFloodCPU runs ping -f -c count at the guest from ns (killed after
 // limit, rounded down to seconds), samples pid's CPU time before and after,
 // and requires every request answered. vmm names the VMM in errors.
@@ -138,6 +137,21 @@ func pingFloodCPU(ns string, v *VMM, vmm string, pid, count int, limit time.Dura
 	return ping, after.Sub(before), nil
 }
 
+// pingThenFinish is pingFloodCPU, then "quit" to net-echo until the guest's
+// SUMMARY, then finish: the end of every run that serves ping -f.
+func pingThenFinish(ns string, v *VMM, vmm string, pid, count int, limit time.Duration) (pingReport, CPUSample, *guestrun.Output, error) {
+	ping, cpu, err := pingFloodCPU(ns, v, vmm, pid, count, limit)
+	if err != nil {
+		return ping, cpu, nil, err
+	}
+	if err := quitGuest(ns, v, "SUMMARY "); err != nil {
+		return ping, cpu, nil, err
+	}
+	o, err := finish(v)
+	return ping, cpu, o, err
+}
+
+// pingReport is what iputils ping prints at the end.
 type pingReport struct {
 	sent, recv             int
 	time                   time.Duration // "time Nms": first send to the end
