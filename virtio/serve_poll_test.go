@@ -69,7 +69,7 @@ func TestServePollEnds(t *testing.T) {
 		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(),
 			Intr: virtiotest.NewRecordingInterrupt(), Poll: p}
 		halt := serve(t, srv, echo)
-		if !waitFor(func() bool { return d.Queue.Watch().Sleeping.Load() }) {
+		if !d.WaitSleeping(5 * time.Second) {
 			t.Fatalf("features %#x: the Server never slept after its window", features)
 		}
 		d.AddChain(nil, []int{1})

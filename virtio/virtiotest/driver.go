@@ -284,6 +284,21 @@ func (d *Driver) WaitUsedIdx(idx uint16, timeout time.Duration) bool {
 	}
 }
 
+// WaitSleeping waits up to timeout for the device to sleep on this queue's
+// kick (its Watch's Sleeping, set after its last look at the ring): a chain
+// published from then on is one it can find only on a kick (or by a poll
+// it was not doing). False if it never slept.
+func (d *Driver) WaitSleeping(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for !d.Queue.Watch().Sleeping.Load() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return true
+}
+
 // Prepend puts a direct readable descriptor holding out in front of the
 // built (unpublished) chain rest and returns the new head: with rest from
 // BuildIndirectChain this is the "direct descriptors, then one indirect"
