@@ -42,6 +42,7 @@ const (
 	sizeofFPU            = 416  // struct kvm_fpu
 	sizeofLAPIC          = 1024 // struct kvm_lapic_state
 	sizeofMPState        = 4    // struct kvm_mp_state
+	sizeofVCPUEvents     = 64   // struct kvm_vcpu_events
 	sizeofIdentityMapArg = 8    // __u64
 )
 
@@ -82,6 +83,9 @@ var (
 	kvmSetCPUID2  = iow(0x90, sizeofCPUID2)
 	kvmGetMPState = ior(0x98, sizeofMPState)
 	kvmSetMPState = iow(0x99, sizeofMPState)
+
+	kvmGetVCPUEvents = ior(0x9f, sizeofVCPUEvents)
+	kvmSetVCPUEvents = iow(0xa0, sizeofVCPUEvents)
 )
 
 // ioctl issues an ioctl whose argument is an integer (or unused), retrying

@@ -43,6 +43,8 @@ func TestIoctlNumbers(t *testing.T) {
 		{"KVM_SET_CPUID2", kvmSetCPUID2, 0x4008ae90},
 		{"KVM_GET_MP_STATE", kvmGetMPState, 0x8004ae98},
 		{"KVM_SET_MP_STATE", kvmSetMPState, 0x4004ae99},
+		{"KVM_GET_VCPU_EVENTS", kvmGetVCPUEvents, 0x8040ae9f},
+		{"KVM_SET_VCPU_EVENTS", kvmSetVCPUEvents, 0x4040aea0},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -76,6 +78,8 @@ func TestStructSizes(t *testing.T) {
 		{"kvm_irq_level", unsafe.Sizeof(irqLevel{}), 8},
 		{"kvm_pit_config", unsafe.Sizeof(pitConfig{}), 64},
 		{"kvm_ioeventfd", unsafe.Sizeof(ioeventfd{}), 64},
+		{"kvm_vcpu_events", unsafe.Sizeof(VCPUEvents{}), sizeofVCPUEvents},
+		{"kvm_vcpu_events literal", sizeofVCPUEvents, 64},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -94,10 +98,19 @@ func TestStructOffsets(t *testing.T) {
 	var k cpuidEntry2
 	var u userspaceMemoryRegion
 	var e ioeventfd
+	var ev VCPUEvents
 	tests := []struct {
 		name      string
 		got, want uintptr
 	}{
+		{"kvm_vcpu_events.interrupt", unsafe.Offsetof(ev.Interrupt), 8},
+		{"kvm_vcpu_events.nmi", unsafe.Offsetof(ev.NMI), 12},
+		{"kvm_vcpu_events.sipi_vector", unsafe.Offsetof(ev.SIPIVector), 16},
+		{"kvm_vcpu_events.flags", unsafe.Offsetof(ev.Flags), 20},
+		{"kvm_vcpu_events.smi", unsafe.Offsetof(ev.SMI), 24},
+		{"kvm_vcpu_events.triple_fault", unsafe.Offsetof(ev.TripleFault), 28},
+		{"kvm_vcpu_events.exception_has_payload", unsafe.Offsetof(ev.ExceptionHasPayload), 55},
+		{"kvm_vcpu_events.exception_payload", unsafe.Offsetof(ev.ExceptionPayload), 56},
 		{"kvm_regs.r15", unsafe.Offsetof(r.R15), 120},
 		{"kvm_regs.rip", unsafe.Offsetof(r.RIP), 128},
 		{"kvm_regs.rflags", unsafe.Offsetof(r.RFLAGS), 136},

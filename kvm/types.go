@@ -115,6 +115,36 @@ const (
 	MPStateSIPIReceived  = 4
 )
 
+// VCPUEvents is the vCPU's pending and in-flight events: an exception
+// being delivered, an interrupt, NMI and SMI state. It mirrors struct
+// kvm_vcpu_events (KVM_GET_VCPU_EVENTS / KVM_SET_VCPU_EVENTS).
+type VCPUEvents struct {
+	Exception struct {
+		Injected     uint8
+		Nr           uint8
+		HasErrorCode uint8
+		Pending      uint8
+		ErrorCode    uint32
+	}
+	Interrupt struct {
+		Injected, Nr, Soft, Shadow uint8
+	}
+	NMI struct {
+		Injected, Pending, Masked, Pad uint8
+	}
+	SIPIVector uint32
+	Flags      uint32
+	SMI        struct {
+		SMM, Pending, SMMInsideNMI, LatchedInit uint8
+	}
+	TripleFault struct {
+		Pending uint8
+	}
+	Reserved            [26]uint8
+	ExceptionHasPayload uint8
+	ExceptionPayload    uint64
+}
+
 // cpuidEntry2 mirrors struct kvm_cpuid_entry2. It has no implicit padding,
 // so encoding/binary writes exactly the kernel's bytes.
 type cpuidEntry2 struct {

@@ -211,3 +211,43 @@ func (v *VCPU) SetMPState(state uint32) error {
 	}
 	return nil
 }
+
+// GetVCPUEvents returns the vCPU's pending and in-flight events
+// (KVM_GET_VCPU_EVENTS).
+func (v *VCPU) GetVCPUEvents() (*VCPUEvents, error) {
+	var e VCPUEvents
+	if _, err := ioctlPtr(v.fd, kvmGetVCPUEvents, &e); err != nil {
+		return nil, fmt.Errorf("KVM_GET_VCPU_EVENTS vcpu %d: %w", v.id, err)
+	}
+	return &e, nil
+}
+
+// SetVCPUEvents sets the vCPU's events (KVM_SET_VCPU_EVENTS). Flags says
+// which of the optional parts (NMI pending, SIPI vector, shadow, SMM) are
+// valid; the exception is always taken.
+func (v *VCPU) SetVCPUEvents(e *VCPUEvents) error {
+	if _, err := ioctlPtr(v.fd, kvmSetVCPUEvents, e); err != nil {
+		return fmt.Errorf("KVM_SET_VCPU_EVENTS vcpu %d: %w", v.id, err)
+	}
+	return nil
+}
+
+// InjectException makes the vCPU take exception vector nr (without an
+// error code) when it next enters the guest, as if the instruction at
+// the current RIP had raised it: the exception frame holds RIP as it is
+// now. For a trap such as #BP the caller moves RIP past the instruction
+// first.
+func (v *VCPU) InjectException(nr uint8) error {
+	e, err := v.GetVCPUEvents()
+	if err != nil {
+		return err
+	}
+	e.Exception.Injected = 1
+	e.Exception.Nr = nr
+	e.Exception.HasErrorCode = 0
+	e.Exception.Pending = 0
+	e.Exception.ErrorCode = 0
+	e.ExceptionHasPayload = 0
+	e.Flags = 0
+	return v.SetVCPUEvents(e)
+}
