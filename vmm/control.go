@@ -21,6 +21,11 @@ var exitReasons = [...]string{"io_in", "io_out", "mmio", "intr", "hlt", "shutdow
 type control struct {
 	started time.Time
 	exits   [][len(exitReasons)]atomic.Uint64 // per vCPU
+	// fixups counts, per vCPU, the instructions govm carried out for
+	// KVM's emulator (emulate.go).
+	fixups []struct{ int3, fwait atomic.Uint64 }
+	// halts is each vCPU's side of the halt check (halt.go).
+	halts []haltProbe
 
 	// gate holds every virtio queue's Pop while paused.
 	gate *virtio.Gate
@@ -37,6 +42,8 @@ func (m *Machine) initControl() {
 	m.started = time.Now()
 	m.gate = virtio.NewGate()
 	m.exits = make([][len(exitReasons)]atomic.Uint64, m.cfg.CPUs)
+	m.fixups = make([]struct{ int3, fwait atomic.Uint64 }, m.cfg.CPUs)
+	m.halts = make([]haltProbe, m.cfg.CPUs)
 	m.parked = make(chan struct{}, m.cfg.CPUs)
 }
 

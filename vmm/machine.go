@@ -247,6 +247,7 @@ func (m *Machine) Run(ctx context.Context) Result {
 	if stop := m.startWatchdog(); stop != nil {
 		defer stop()
 	}
+	defer m.watchHalt()()
 	m.sizeProcs()
 	var wg sync.WaitGroup
 	for _, v := range m.vcpus {

@@ -90,6 +90,7 @@ func (m *Machine) handleExit(v *kvm.VCPU, exit kvm.Exit) (r Result, stop bool) {
 	case kvm.ExitIntr:
 		// A signal (Go preemption, or Stop) interrupted KVM_RUN; the
 		// loop checks done.
+		m.answerHalt(v)
 	case kvm.ExitMMIO:
 		// No MMIO devices yet: reads see all ones, writes vanish, like
 		// an unclaimed bus.
@@ -114,6 +115,11 @@ func (m *Machine) handleExit(v *kvm.VCPU, exit kvm.Exit) (r Result, stop bool) {
 			return Result{Status: 1, Reason: fmt.Sprintf("guest system event %d (crash)", e.Type)}, true
 		}
 	case kvm.ExitInternalError:
+		if ok, err := m.emulationFixup(v, e); err != nil {
+			return Result{Status: 1, Reason: err.Error()}, true
+		} else if ok {
+			return Result{}, false
+		}
 		return Result{Status: 1, Reason: m.describeInternalError(v, e)}, true
 	case kvm.ExitFailEntry:
 		return Result{Status: 1, Reason: fmt.Sprintf("KVM_EXIT_FAIL_ENTRY on vCPU %d: hardware entry failure reason %#x%s",

@@ -51,6 +51,10 @@ func TestExitStatus(t *testing.T) {
 	cases := []exitCase{
 		{name: "guest reset", row: "0", args: run("-p", "test=boot"),
 			status: 0, last: "govm: guest reset via i8042"},
+		// Linux without ACPI powers off by halting with interrupts off,
+		// which KVM keeps inside KVM_RUN: govm must notice by itself.
+		{name: "guest halted with interrupts off", row: "0", args: run("-p", "test=halt"),
+			status: 0, last: "govm: the guest halted with interrupts off on every vCPU (Linux's poweroff or halt without ACPI)"},
 		{name: "debug-exit 7", row: `(v<<1)\|1`, args: run("--debug-exit", "-p", "test=boot exit=7"),
 			status: 15, last: "govm: guest wrote debug-exit port, status 15"},
 		// MAP_NORESERVE commits nothing, but the address space limit

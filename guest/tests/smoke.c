@@ -16,12 +16,17 @@
  *   marker   prints a fake "Linux version" banner, waits marker.ms, prints
  *            "Run /init as init process", waits marker.ms, prints
  *            marker.text= (default GOVM-READY), then the SUMMARY.
+ *   halt     prints Linux's "reboot: System halted" and stops the CPU with
+ *            interrupts off (cli; hlt at CPL0), as Linux without ACPI does
+ *            for poweroff and halt (machine_halt): nothing can wake it,
+ *            and KVM makes no exit for it; only the VMM can notice.
  *   exec     the host half of `govm run --exec`: decodes govm.exec=HEX as
- *            scripts/mkguest.sh's init does, runs it with a tiny shell
+ *            guest/linux/init does, runs it with a tiny shell
  *            (echo WORDS, true, false, exit N; ';' separates), writes the
  *            status byte to the debug-exit port as init does through
  *            /dev/port, then resets through the i8042. */
 #include "../lib/cmdline.h"
+#include "../lib/desc.h"
 #include "../lib/io.h"
 #include "../lib/pci.h"
 #include "../lib/printf.h"
@@ -231,8 +236,15 @@ static void run_exec(void)
 	spin();
 }
 
+static void run_halt(void)
+{
+	printf("reboot: System halted\n");
+	halt_forever();
+}
+
 DEFINE_TEST(splat, .name = "splat", .run = run_splat);
 DEFINE_TEST(panic, .name = "panic", .run = run_panic);
 DEFINE_TEST(pvpanic, .name = "pvpanic", .run = run_pvpanic);
 DEFINE_TEST(marker, .name = "marker", .run = run_marker);
 DEFINE_TEST(exec, .name = "exec", .run = run_exec);
+DEFINE_TEST(halt, .name = "halt", .run = run_halt);
