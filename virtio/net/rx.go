@@ -66,6 +66,11 @@ type rx struct {
 
 	state rxState // where the state machine stands
 	wait  rxWait  // what serve last returned
+	// posted says the driver has posted a receive buffer since
+	// activation. Linux posts them when the interface comes up
+	// (virtnet_open): until then an empty ring is an interface that is
+	// down, not a driver that stopped keeping up.
+	posted bool
 }
 
 // rxState is where the RX state machine stands: what the device lacks.
@@ -213,8 +218,8 @@ func (r *rx) armChains(next rxState) (rxState, rxWait, error) {
 		return next, rxGo, r.Quiet()
 	}
 	// The watchdog calls this wait RX starvation when it lasts while
-	// frames are pending in the backend.
-	r.Queue.Watch().NeedBuffers.Store(true)
+	// frames are pending in the backend; not before the first buffer.
+	r.Queue.Watch().NeedBuffers.Store(r.posted)
 	r.c.bufferWaits.Add(1)
 	return next, rxWaitChains, nil
 }
@@ -227,6 +232,7 @@ func (r *rx) pop() (bool, error) {
 		return false, err
 	}
 	r.c.chains.Add(1)
+	r.posted = true
 	r.held = append(r.held, c)
 	r.heldRoom += c.WritableLen()
 	return true, nil

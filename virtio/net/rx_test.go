@@ -155,6 +155,35 @@ func TestRXNoBuffers(t *testing.T) {
 	}
 }
 
+// TestRXNotStarvedBeforeFirstBuffer: frames pending before the driver has
+// posted any receive buffer (Linux posts them only when the interface
+// comes up) are not RX starvation; once it posted and used them all, the
+// same wait is.
+func TestRXNotStarvedBeforeFirstBuffer(t *testing.T) {
+	e := newEnv(t, 0, false)
+	e.be.inject(append(hdrWith(e.hdr), frame(60, 1)...))
+	deadline := time.Now().Add(2 * time.Second)
+	for e.dev.Stats().RX.BufferWaits < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	w := e.rx.Queue.Watch()
+	if e.dev.Stats().RX.BufferWaits < 1 || w.NeedBuffers.Load() {
+		t.Fatalf("before any buffer: %d buffer waits, NeedBuffers %v; want a wait that is not starvation",
+			e.dev.Stats().RX.BufferWaits, w.NeedBuffers.Load())
+	}
+	e.rx.AddChain(nil, []int{hdrLenBase + maxFrame})
+	e.rx.KickIfNeeded()
+	e.waitUsed(e.rx, 1)
+	e.be.inject(append(hdrWith(e.hdr), frame(60, 2)...))
+	deadline = time.Now().Add(2 * time.Second)
+	for !w.NeedBuffers.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !w.NeedBuffers.Load() {
+		t.Errorf("buffers used up with a frame pending: NeedBuffers false, want true")
+	}
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
