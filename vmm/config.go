@@ -33,5 +33,5 @@ func (cfg *Config) check() error {
 
 // blkConfig is the virtio-blk device configuration d asks for.
 func (d DiskConfig) blkConfig() virtioblk.Config {
-	return virtioblk.Config{ReadOnly: d.ReadOnly, Serial: d.Serial}
+	return virtioblk.Config{ReadOnly: d.ReadOnly, Serial: d.Serial, Withhold: d.Withhold}
 }

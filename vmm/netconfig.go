@@ -21,6 +21,8 @@ type NetConfig struct {
 	IfName string           // tap to use; "" = create one named after the VM
 	HostIP string           // "ADDR/PREFIX" for the host side, or ""
 	MAC    net.HardwareAddr // nil = DefaultMAC
+	// Withhold lists feature bits not offered (FeatureSwitch).
+	Withhold uint64
 }
 
 // DefaultMAC is a stable MAC for a VM without mac=: 52:54:00 (locally

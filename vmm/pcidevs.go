@@ -18,6 +18,7 @@ type DiskConfig struct {
 	Path     string
 	ReadOnly bool
 	Serial   string
+	Withhold uint64 // feature bits not offered (FeatureSwitch)
 }
 
 // pciSlot is a populated PCI slot: a virtio device's transport and the
@@ -82,7 +83,7 @@ func (m *Machine) setupPCI() error {
 		if mac == nil {
 			mac = DefaultMAC(fmt.Sprintf("%s-%d", m.cfg.Name, i))
 		}
-		dev, err := virtionet.New(t, virtionet.Config{MAC: mac, PollMax: m.cfg.PollMax})
+		dev, err := virtionet.New(t, virtionet.Config{MAC: mac, PollMax: m.cfg.PollMax, Withhold: n.Withhold})
 		if err != nil {
 			t.Close()
 			return fmt.Errorf("vmm: net %d: %w", i, err)

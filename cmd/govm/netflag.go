@@ -37,7 +37,14 @@ func parseNet(s string) (vmm.NetConfig, error) {
 			return vmm.NetConfig{}, fmt.Errorf("%w %q: %s given twice", errNetFlag, s, k)
 		}
 		seen[k] = true
-		var err error
+		off, isSwitch, err := vmm.FeatureSwitch(true, k, v)
+		if isSwitch {
+			if err != nil {
+				return vmm.NetConfig{}, fmt.Errorf("%w %q: %w", errNetFlag, s, err)
+			}
+			cfg.Withhold |= off
+			continue
+		}
 		switch k {
 		case "ifname":
 			err = tap.ValidName(v)
@@ -48,7 +55,7 @@ func parseNet(s string) (vmm.NetConfig, error) {
 		case "mac":
 			cfg.MAC, err = tap.ParseMAC(v)
 		default:
-			return vmm.NetConfig{}, fmt.Errorf("%w %q: unknown option %q (want ifname, host-ip or mac)", errNetFlag, s, k)
+			return vmm.NetConfig{}, fmt.Errorf("%w %q: unknown option %q (want ifname, host-ip, mac, or a feature switch: %s)", errNetFlag, s, k, vmm.FeatureSwitchNames(true))
 		}
 		if err != nil {
 			return vmm.NetConfig{}, fmt.Errorf("%w: %w", errNetFlag, err)

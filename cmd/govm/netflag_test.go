@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/govm/govm/virtio"
+	virtionet "github.com/govm/govm/virtio/net"
 	"github.com/govm/govm/vmm"
 )
 
@@ -33,6 +35,11 @@ func TestParseNet(t *testing.T) {
 		{"tap,host-ip=10.0.2.0/24", vmm.NetConfig{}, "network address"},
 		{"tap,mac=01:00:5e:00:00:01", vmm.NetConfig{}, "multicast"},
 		{"tap,mac=52:54:00", vmm.NetConfig{}, "bad MAC"},
+		{"tap,mrg-rxbuf=maybe", vmm.NetConfig{}, "want mrg-rxbuf=on or mrg-rxbuf=off"},
+		{"tap,event-idx=off,event-idx=on", vmm.NetConfig{}, "event-idx given twice"},
+		{"tap,mrg-rxbuf=off,event-idx=off,indirect=off", vmm.NetConfig{Mode: vmm.NetTap,
+			Withhold: virtio.Bit(virtionet.FeatureMrgRxBuf) | virtio.Bit(virtio.FeatureRingEventIdx) | virtio.Bit(virtio.FeatureRingIndirectDesc)}, ""},
+		{"tap,mrg-rxbuf=on", vmm.NetConfig{Mode: vmm.NetTap}, ""},
 	}
 	for _, tt := range tests {
 		got, err := parseNet(tt.in)
@@ -43,7 +50,7 @@ func TestParseNet(t *testing.T) {
 			continue
 		}
 		if err != nil || got.Mode != tt.want.Mode || got.IfName != tt.want.IfName || got.HostIP != tt.want.HostIP ||
-			got.MAC.String() != tt.want.MAC.String() {
+			got.MAC.String() != tt.want.MAC.String() || got.Withhold != tt.want.Withhold {
 			t.Errorf("parseNet(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
 	}

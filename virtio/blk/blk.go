@@ -95,6 +95,9 @@ type Config struct {
 	// (virtio.Poller); 0: the I/O goroutine sleeps as soon as the ring
 	// is empty.
 	PollMax time.Duration
+	// Withhold lists feature bits not to offer (govm run --disk
+	// ...,event-idx=off,indirect=off), as QEMU's device properties do.
+	Withhold uint64
 }
 
 // Validate checks cfg against the device's limits: the serial is the
@@ -180,7 +183,7 @@ func (d *Device) Features() uint64 {
 	if d.cfg.ReadOnly {
 		f |= virtio.Bit(FeatureRO)
 	}
-	return f
+	return f &^ d.cfg.Withhold
 }
 
 // QueueMaxSizes returns the one request queue (spec 5.2.2).

@@ -52,6 +52,13 @@ func TestFeaturesAndConfig(t *testing.T) {
 			t.Errorf("type %d queues %v", d.Type(), d.QueueMaxSizes())
 		}
 	}
+	// Withheld bits (govm run --disk ...,event-idx=off) are not offered.
+	off := virtio.Bit(virtio.FeatureRingEventIdx) | virtio.Bit(virtio.FeatureRingIndirectDesc)
+	all, _ := New(be, Config{})
+	w, _ := New(be, Config{Withhold: off})
+	if w.Features() != all.Features()&^off {
+		t.Errorf("withholding %#x: features %#x, want %#x", off, w.Features(), all.Features()&^off)
+	}
 	d, _ := New(be, Config{})
 	cfg := make([]byte, 32)
 	for i := range cfg {

@@ -73,13 +73,17 @@ type Config struct {
 	// PollMax bounds the I/O goroutine's adaptive busy-poll window
 	// (virtio.Poller); 0: it sleeps as soon as it has no work.
 	PollMax time.Duration
+	// Withhold lists feature bits not to offer (govm run --net
+	// ...,mrg-rxbuf=off,event-idx=off), as QEMU's device properties do.
+	Withhold uint64
 }
 
 // Device is a virtio-net device. The transport serialises Activate, Reset
 // and config access; its one I/O goroutine (loop) shares only Stats.
 type Device struct {
-	be      Backend
-	pollMax time.Duration
+	be       Backend
+	pollMax  time.Duration
+	withhold uint64
 
 	cfgMu sync.Mutex
 	mac   [6]byte
@@ -102,7 +106,7 @@ func New(backend Backend, cfg Config) (*Device, error) {
 	if _, err := tap.ParseMAC(cfg.MAC.String()); err != nil {
 		return nil, fmt.Errorf("virtionet: %w", err)
 	}
-	d := &Device{be: backend, pollMax: cfg.PollMax}
+	d := &Device{be: backend, pollMax: cfg.PollMax, withhold: cfg.Withhold}
 	copy(d.mac[:], cfg.MAC)
 	return d, nil
 }
@@ -114,10 +118,11 @@ func (d *Device) Type() virtio.DeviceType { return virtio.DeviceNet }
 // tap, which does the checksumming and segmentation the guest skipped),
 // mergeable RX buffers, MAC and link status, and the ring features.
 func (d *Device) Features() uint64 {
-	return virtio.RingFeatures | virtio.Bit(FeatureCsum) | virtio.Bit(FeatureGuestCsum) |
+	f := virtio.RingFeatures | virtio.Bit(FeatureCsum) | virtio.Bit(FeatureGuestCsum) |
 		virtio.Bit(FeatureMAC) | virtio.Bit(FeatureGuestTSO4) | virtio.Bit(FeatureGuestTSO6) |
 		virtio.Bit(FeatureGuestECN) | virtio.Bit(FeatureHostTSO4) | virtio.Bit(FeatureHostTSO6) |
 		virtio.Bit(FeatureHostECN) | virtio.Bit(FeatureMrgRxBuf) | virtio.Bit(FeatureStatus)
+	return f &^ d.withhold
 }
 
 // QueueMaxSizes is two queues of QueueSize.

@@ -75,6 +75,13 @@ func TestFeaturesOffered(t *testing.T) {
 	if f>>32 != 0 {
 		t.Errorf("features %#x beyond the legacy 32 bits", f)
 	}
+	// Withheld bits (govm run --net ...,mrg-rxbuf=off) are not offered;
+	// the rest are.
+	off := virtio.Bit(FeatureMrgRxBuf) | virtio.Bit(virtio.FeatureRingEventIdx)
+	w, _ := New(newFake(t, false), Config{MAC: testMAC, Withhold: off})
+	if got := w.Features(); got != f&^off {
+		t.Errorf("withholding %#x: features %#x, want %#x", off, got, f&^off)
+	}
 }
 
 func TestActivateConfiguresBackend(t *testing.T) {
