@@ -268,6 +268,25 @@ func topologyLeaf(leaf, apic, n uint32) []kvm.CPUIDEntry {
 	}
 }
 
+// EmulatorParams are the kernel parameters govm adds on an emulation-only
+// host (HOST.md), where the guest's CPUID shows the host's features
+// whatever KVM_SET_CPUID2 says, so emulatorHidden cannot keep Linux off
+// what KVM's emulator lacks; Linux's own switches can:
+//
+//	noxsave            XRSTOR in FPU set-up and on every return to user mode
+//	clearcpuid=308     SMAP: CLAC/STAC on every entry and user copy
+//	clearcpuid=151     POPCNT: patched into hweight*() (page allocator)
+//	clearcpuid=297,580 ERMS, FSRM: REP MOVSB copies; without them Linux's
+//	                   REP MOVSQ copies run ~3x faster in the emulator
+//	rodata=off         marking text and rodata read-only splits and
+//	                   rewrites the direct map's page tables: seconds of
+//	                   emulated code
+//
+// The bits go by number (X86_FEATURE_*, word*32+bit), which every kernel
+// since 4.x parses; names need 5.19 and X86_FEATURE_NAMES. int3 and fwait
+// are missing too, but a VMM can carry those out itself (vmm/emulate.go).
+const EmulatorParams = "noxsave clearcpuid=308,151,297,580 rodata=off"
+
 // Where EmulationOnly looks.
 const (
 	pvmModulePath = "/sys/module/kvm_pvm"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,10 +30,13 @@ type Config struct {
 	Kernel        string
 	Initrd        string
 	DefaultParams string // govm's defaults, prepended to Params
-	Params        string
-	MemSize       uint64
-	CPUs          int
-	DebugExit     bool
+	// HostParams adds what this host needs on the command line, after
+	// DefaultParams: cpu.EmulatorParams on an emulation-only host.
+	HostParams bool
+	Params     string
+	MemSize    uint64
+	CPUs       int
+	DebugExit  bool
 	// ExecStatus makes a debug-exit write of v end govm with status v
 	// itself (govm run --exec: the guest's init hands over a command's
 	// exit status), not QEMU's (v<<1)|1.
@@ -88,6 +92,7 @@ type Machine struct {
 
 	emulationOnly  bool
 	emulationWhy   string
+	hostParams     string // what HostParams added to the command line
 	restoreConsole func() // puts the user's terminal back; nil without one
 
 	// closeMu orders Close against DeviceStats, which reads ring
@@ -134,6 +139,11 @@ func New(cfg Config) (_ *Machine, err error) {
 		return nil, inputErrorf("--cpus %d: this host's KVM allows at most %d", cfg.CPUs, n)
 	}
 	m.emulationOnly, m.emulationWhy = cpu.EmulationOnly()
+	if cfg.HostParams && m.emulationOnly {
+		cfg.DefaultParams = strings.TrimSpace(cfg.DefaultParams + " " + cpu.EmulatorParams)
+		m.cfg.DefaultParams = cfg.DefaultParams
+		m.hostParams = cpu.EmulatorParams
+	}
 	if m.vm, err = m.sys.CreateVM(); err != nil {
 		return nil, err
 	}
@@ -241,7 +251,11 @@ func (m *Machine) Stop(r Result) {
 // Run runs the VM until the guest ends it, a vCPU fails, or ctx is done.
 func (m *Machine) Run(ctx context.Context) Result {
 	if m.emulationOnly {
-		m.logf("warning: %s (~2000x slower than native)", m.emulationWhy)
+		added := ""
+		if m.hostParams != "" {
+			added = "; added " + m.hostParams + " to the kernel command line to keep Linux off what it lacks (--no-default-params leaves them out)"
+		}
+		m.logf("warning: %s (~2000x slower than native)%s", m.emulationWhy, added)
 	}
 	m.logf("booting %s (%s), entry %#x, %d MiB, %d vCPU", m.cfg.Kernel, m.boot.format, m.boot.entry, m.cfg.MemSize>>20, m.cfg.CPUs)
 	if stop := m.startWatchdog(); stop != nil {

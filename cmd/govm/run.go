@@ -75,8 +75,8 @@ func newRunCmd() *cobra.Command {
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.StringVar(&f.pollMax, "poll-max", defaultPollMax, "longest a virtio device's I/O thread busy-polls its queues before it sleeps, adapting to the guest's pace (like QEMU's poll-max-ns), or 0 for off")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
-	fl.StringArrayVarP(&f.disks, "disk", "d", nil, "virtio-blk disk image PATH[,ro][,serial=ID] (repeatable)")
-	fl.StringArrayVarP(&f.nets, "net", "n", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC] or none (repeatable)")
+	fl.StringArrayVarP(&f.disks, "disk", "d", nil, "virtio-blk disk image PATH[,ro][,serial=ID][,event-idx=off][,indirect=off] (repeatable)")
+	fl.StringArrayVarP(&f.nets, "net", "n", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC][,event-idx=off][,indirect=off][,mrg-rxbuf=off] or none (repeatable)")
 	fl.StringVar(&f.seccomp, "seccomp", seccompDefault(), "system call filter while the VM runs: on, off, or audit (log what the filter would refuse)")
 	addSmokeFlags(fl, &f.smoke)
 	return cmd
@@ -260,6 +260,7 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 	}
 	if !f.noDefaultParams {
 		cfg.DefaultParams = defaultParams
+		cfg.HostParams = true
 	}
 	for _, d := range f.disks {
 		dc, err := parseDisk(d)
