@@ -57,6 +57,12 @@ func (v *VCPU) Run() (Exit, error) {
 	v.tid.Store(int32(unix.Gettid()))
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(v.fd), kvmRun, 0)
 	v.tid.Store(0)
+	if errno == unix.EAGAIN {
+		// An application processor waiting for its start-up IPI got
+		// INIT or SIPI (kvm_arch_vcpu_ioctl_run): nothing to handle,
+		// run it again. An Interrupt request, if any, still stands.
+		return ExitIntr{}, nil
+	}
 	if errno == unix.EINTR {
 		// The interrupt request is consumed: clear it so the next Run
 		// enters the guest.
@@ -233,10 +239,12 @@ func (v *VCPU) SetVCPUEvents(e *VCPUEvents) error {
 }
 
 // InjectException makes the vCPU take exception vector nr (without an
-// error code) when it next enters the guest, as if the instruction at
-// the current RIP had raised it: the exception frame holds RIP as it is
-// now. For a trap such as #BP the caller moves RIP past the instruction
-// first.
+// error code) when it next enters the guest: the exception frame holds
+// RIP as it is now (for a trap such as #BP the caller moves RIP past the
+// instruction first). That holds where KVM delivers the exception itself,
+// as on an emulation-only host after its emulator failed; with VT-x or
+// AMD-V a soft exception (#BP, #OF) is injected with an instruction
+// length of its own, which moves the saved RIP again.
 func (v *VCPU) InjectException(nr uint8) error {
 	e, err := v.GetVCPUEvents()
 	if err != nil {

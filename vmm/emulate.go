@@ -19,10 +19,15 @@ const (
 
 // emulationFixup carries out an instruction KVM's emulator failed on, when
 // the VMM can: int3 becomes the #BP exception the guest expects, with RIP
-// past the int3 as a trap leaves it; fwait is stepped over (with no
-// unmasked x87 exception pending, which FXSAVE-only guests do not arm,
-// it does nothing). It reports whether it handled the instruction; any
-// other failure stays an internal error for the caller to describe.
+// past the int3 as a trap leaves it; fwait is stepped over. Skipping fwait
+// drops an x87 exception it would have raised (#MF); where Linux executes
+// it, in fpu__drop, its exception table ignores that #MF anyway. It reports
+// whether it handled the instruction; any other failure stays an internal
+// error for the caller to describe.
+//
+// At CPL0 KVM queues a #UD before reporting the failure; KVM_SET_REGS
+// clears pending exceptions, which is why SetRegs comes before the
+// injection (and is what makes the fwait skip clean).
 func (m *Machine) emulationFixup(v *kvm.VCPU, e kvm.ExitInternalError) (bool, error) {
 	if e.Suberror != kvm.InternalErrorEmulation || !m.emulationOnly {
 		return false, nil

@@ -9,8 +9,9 @@ import (
 
 // haltCheckEvery is how often govm looks for a guest that can never run
 // again. A vCPU that has made no exit for that long is asked its state
-// (one KVM_RUN interruption); the answer is read on the next tick, so a
-// dead guest ends within three ticks.
+// (one KVM_RUN interruption) and asked again each tick; an answer is read
+// on the next tick, and two rounds in a row must find every vCPU dead, so
+// a dead guest ends within four ticks.
 const haltCheckEvery = 150 * time.Millisecond
 
 // rflagsIF is RFLAGS.IF: maskable interrupts enabled.
@@ -26,11 +27,14 @@ type haltProbe struct {
 }
 
 // watchHalt ends the VM, with status 0, once no vCPU can ever run again:
-// each is halted with interrupts off and no NMI pending, or (an
-// application processor) was never started. That is how Linux without
-// ACPI powers off or halts (machine_halt: stop_this_cpu, cli; hlt), and
-// with the in-kernel irqchip KVM keeps such a vCPU blocked in KVM_RUN
-// without an exit: nothing else would end govm. It returns the stop
+// each is halted with interrupts off and no NMI that could wake it, or is
+// an application processor waiting for a start-up IPI (never started, or
+// sent back by INIT). That is how Linux without ACPI powers off or halts
+// (machine_halt: stop_this_cpu, cli; hlt), and with the in-kernel irqchip
+// KVM keeps such a vCPU blocked in KVM_RUN without an exit: nothing else
+// would end govm. The vCPUs answer one at a time, so a vCPU another one
+// revived (an NMI, INIT and SIPI) between two answers could look dead:
+// two rounds in a row must find them all dead. It returns the stop
 // function.
 func (m *Machine) watchHalt() func() {
 	quit := make(chan struct{})
@@ -40,6 +44,7 @@ func (m *Machine) watchHalt() func() {
 		t := time.NewTicker(haltCheckEvery)
 		defer t.Stop()
 		last := make([]uint64, len(m.vcpus))
+		deadRounds := 0
 		for {
 			select {
 			case <-quit:
@@ -53,6 +58,7 @@ func (m *Machine) watchHalt() func() {
 				for i := range m.halts {
 					m.halts[i].answered.Store(false)
 				}
+				deadRounds = 0
 				continue
 			}
 			allDead := true
@@ -74,7 +80,13 @@ func (m *Machine) watchHalt() func() {
 					v.Interrupt()
 				}
 			}
-			if allDead {
+			if !allDead {
+				deadRounds = 0
+				continue
+			}
+			// Every answer read here came from this round's question;
+			// the loop above has asked the next round's.
+			if deadRounds++; deadRounds == 2 {
 				m.Stop(Result{Status: 0, Kind: ExitHalt,
 					Reason: "the guest halted with interrupts off on every vCPU (Linux's poweroff or halt without ACPI)"})
 				return
@@ -108,8 +120,10 @@ func (m *Machine) answerHalt(v *kvm.VCPU) {
 }
 
 // vcpuDead reports whether v is halted with interrupts off and no NMI to
-// wake it, or is an application processor still waiting for its start-up
-// IPI. Any error reads as alive: a wrong "dead" ends a running guest.
+// wake it (one pending while NMIs are blocked, as in Linux's NMI stop
+// path, wakes nothing), or is an application processor waiting for a
+// start-up IPI. Any error reads as alive: a wrong "dead" ends a running
+// guest.
 func vcpuDead(v *kvm.VCPU) bool {
 	mp, err := v.GetMPState()
 	if err != nil {
@@ -127,7 +141,7 @@ func vcpuDead(v *kvm.VCPU) bool {
 		return false
 	}
 	ev, err := v.GetVCPUEvents()
-	if err != nil || ev.NMI.Pending != 0 || ev.NMI.Injected != 0 {
+	if err != nil || ev.NMI.Injected != 0 || (ev.NMI.Pending != 0 && ev.NMI.Masked == 0) {
 		return false
 	}
 	return true

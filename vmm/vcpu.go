@@ -88,8 +88,9 @@ func (m *Machine) handleExit(v *kvm.VCPU, exit kvm.Exit) (r Result, stop bool) {
 	case kvm.ExitIO:
 		m.handleIO(e)
 	case kvm.ExitIntr:
-		// A signal (Go preemption, or Stop) interrupted KVM_RUN; the
-		// loop checks done.
+		// A signal interrupted KVM_RUN (Go preemption, Stop, Pause or
+		// the halt check) or an AP was started; the loop checks done
+		// and the pause, and the halt check may want an answer.
 		m.answerHalt(v)
 	case kvm.ExitMMIO:
 		// No MMIO devices yet: reads see all ones, writes vanish, like
