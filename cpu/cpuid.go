@@ -281,11 +281,14 @@ func topologyLeaf(leaf, apic, n uint32) []kvm.CPUIDEntry {
 //	rodata=off         marking text and rodata read-only splits and
 //	                   rewrites the direct map's page tables: seconds of
 //	                   emulated code
+//	govm.pvm_syscall   turns on the guest side's fix for kvm_pvm's
+//	                   SYSCALL quirk in a kernel that has it
+//	                   (guest/linux/pvm-syscall.patch); others ignore it
 //
 // The bits go by number (X86_FEATURE_*, word*32+bit), which every kernel
 // since 4.x parses; names need 5.19 and X86_FEATURE_NAMES. int3 and fwait
 // are missing too, but a VMM can carry those out itself (vmm/emulate.go).
-const EmulatorParams = "noxsave clearcpuid=308,151,297,580 rodata=off"
+const EmulatorParams = "noxsave clearcpuid=308,151,297,580 rodata=off govm.pvm_syscall"
 
 // Where EmulationOnly looks.
 const (

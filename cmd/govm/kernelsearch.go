@@ -42,17 +42,17 @@ func findKernel() (string, error) {
 }
 
 // defaultGuestInitrd is the initramfs `govm run --exec` boots when no
-// --initrd is given: the default guest that `make guest-image` (that is,
-// scripts/mkguest.sh build/guest) builds, whose init runs govm.exec.
+// --initrd is given: the default guest's, which `make linux` (that is,
+// scripts/initramfs.sh) builds and whose init runs govm.exec.
 // GOVM_GUEST_INITRD overrides the place.
 func defaultGuestInitrd() (string, error) {
 	p := os.Getenv("GOVM_GUEST_INITRD")
 	if p == "" {
-		p = filepath.Join("build", "guest", "initrd.cpio.gz")
+		p = filepath.Join("build", "linux", "initramfs.cpio")
 	}
 	if _, err := os.Stat(p); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("--exec needs the default guest's initramfs and %s does not exist: build it with `make guest-image` (scripts/mkguest.sh build/guest) or pass --initrd", p)
+			return "", fmt.Errorf("--exec needs the default guest's initramfs and %s does not exist: build it with `make linux` (scripts/initramfs.sh) or pass --initrd", p)
 		}
 		return "", fmt.Errorf("--exec: default guest initramfs: %w", err)
 	}

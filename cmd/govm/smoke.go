@@ -50,7 +50,7 @@ func addSmokeFlags(fl *pflag.FlagSet, f *smokeFlags) {
 	fl.StringVar(&f.consoleLog, "console-log", "", "write the whole guest console to FILE (also when stdout is a terminal)")
 	fl.StringVar(&f.result, "result", "", "write a JSON verdict to FILE when the VM ends (docs/result.md)")
 	fl.StringVar(&f.marker, "ready-marker", "", "record when STRING first appears on the console (phases_ms.ready in --result)")
-	fl.StringVar(&f.exec, "exec", "", "run CMD in the default guest (scripts/mkguest.sh initramfs) and exit with its status")
+	fl.StringVar(&f.exec, "exec", "", "run CMD in the default guest (the initramfs `make linux` builds) and exit with its status")
 	fl.BoolVar(&f.noPVPanic, "no-pvpanic", false, "do not add the pvpanic PCI device")
 }
 
@@ -129,7 +129,7 @@ func newSmoke(f *smokeFlags, start time.Time) (_ *smoke, err error) {
 
 // execParams is what --exec adds to the kernel command line: the command,
 // hex-encoded because the command line splits on spaces (the init of
-// scripts/mkguest.sh decodes it, as it does govm.cmd).
+// guest/linux/init decodes it, as it does govm.cmd).
 func execParams(cmd string) string {
 	return "govm.exec=" + hex.EncodeToString([]byte(cmd))
 }
