@@ -9,7 +9,7 @@ import (
 // Boot benchmarks: wall time from fork/exec of the VMM to the first byte the test
 // kernel writes on COM1, for govm and for QEMU booting the same bzImage. Run with
 //
-//	go test -run '^$' -bench Boot -benchtime 10x ./bench/
+//	go test -run '^$' -bench '^BenchmarkBoot' -benchtime 10x ./bench/
 //
 // See README.md for how to read the numbers.
 
