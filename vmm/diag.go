@@ -60,7 +60,8 @@ func (m *Machine) instructionBytes(v *kvm.VCPU) ([]byte, uint64) {
 }
 
 // unemulated names instructions known to be missing from KVM's emulator
-// (HOST.md): cmpxchg16b, xsave family, int3.
+// (HOST.md): cmpxchg16b, the xsave family, ldmxcsr/stmxcsr (Debian's
+// kernel dies on ldmxcsr minutes into an emulated boot), int3.
 func unemulated(insn []byte) string {
 	// Skip legacy prefixes and REX.
 	i := 0
@@ -83,6 +84,10 @@ func unemulated(insn []byte) string {
 		return "cmpxchg8b"
 	case len(rest) >= 3 && rest[0] == 0x0f && rest[1] == 0xae && rest[2] < 0xc0:
 		switch (rest[2] >> 3) & 7 {
+		case 2:
+			return "ldmxcsr"
+		case 3:
+			return "stmxcsr"
 		case 4:
 			return "xsave"
 		case 5:

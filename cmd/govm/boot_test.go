@@ -27,10 +27,15 @@ func TestBootCommandLineRoundTrip(t *testing.T) {
 		t.Fatalf("guest saw command line %q (%v), want %q", got, err, user)
 	}
 
-	// With defaults: govm prepends them, separated by one space.
+	// With defaults: govm prepends them, and what an emulation-only host
+	// needs, separated by one space.
 	o = govm(t, 120*time.Second, "run", "--kernel", testKernel, "--debug-exit", "-p", "test=boot")
 	got, _ = hex.DecodeString(result(t, o, "cmdline").KV["hex"])
-	if want := defaultParams + " test=boot"; string(got) != want {
+	want := defaultParams + " test=boot"
+	if hostEmulationOnly() {
+		want = defaultParams + " " + cpu.EmulatorParams + " test=boot"
+	}
+	if string(got) != want {
 		t.Fatalf("guest saw %q, want %q", got, want)
 	}
 }
