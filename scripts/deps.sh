@@ -9,10 +9,10 @@ set -eu
 
 # linux-source-6.1 and the kernel's build tools (flex bison bc libelf-dev patch perl) build
 # the default guest's kernel (scripts/linux.sh); linux-image-amd64 is the stock
-# kernel the L2 test boots.
+# kernel the L2 test boots; kmod's modprobe loads fuse for the failing-disk tests.
 PKGS="gcc make libc6-dev qemu-system-x86 linux-image-amd64 busybox-static cpio
 e2fsprogs iproute2 iputils-ping fio iperf3 ethtool xz-utils bzip2 zstd lz4
-linux-source-6.1 flex bison bc libelf-dev patch perl"
+linux-source-6.1 flex bison bc libelf-dev patch perl kmod"
 
 missing=""
 for p in $PKGS; do
