@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/govm/govm/cpu"
@@ -90,8 +91,12 @@ type Machine struct {
 	panic *pvpanic.Device
 	disks []*virtioblk.Device
 
-	emulationOnly  bool
-	emulationWhy   string
+	emulationOnly bool
+	emulationWhy  string
+	// stuck is set when a vCPU or device did not stop within stopWait
+	// (host I/O that never returns): Close then frees nothing it might
+	// still use.
+	stuck          atomic.Bool
 	hostParams     string // what HostParams added to the command line
 	restoreConsole func() // puts the user's terminal back; nil without one
 
@@ -195,6 +200,10 @@ func New(cfg Config) (_ *Machine, err error) {
 //  3. the vCPUs, the VM and /dev/kvm;
 //  4. guest RAM, which KVM's memory slots point at until the VM is gone.
 //
+// A device whose close does not finish within stopWait (its host I/O does
+// not return) is left behind, named on the log, and then nothing it might
+// still use (vCPUs, the VM, guest RAM) is freed: the process is ending.
+//
 // Safe to call more than once, and on a Machine New gave up on halfway.
 func (m *Machine) Close() {
 	m.closeMu.Lock()
@@ -207,8 +216,19 @@ func (m *Machine) Close() {
 		if m.gate != nil {
 			m.gate.Open()
 		}
+		deadline := time.Now().Add(stopWait)
 		for i := range m.slots {
-			m.slots[i].close(m.logf)
+			sl := &m.slots[i]
+			if !waitWithin(func() { sl.close(m.logf) }, deadline) {
+				m.stuck.Store(true)
+				m.logf("%s: did not stop within %v: its host I/O does not return; left behind", sl.what, stopWait)
+			}
+		}
+		if m.stuck.Load() {
+			// A stuck device or vCPU may still write guest RAM or use
+			// the VM when its host call returns: keep them; the
+			// process is about to end.
+			return
 		}
 		for _, v := range m.vcpus {
 			_ = v.Close()
@@ -276,9 +296,36 @@ func (m *Machine) Run(ctx context.Context) Result {
 	case <-ctx.Done():
 		m.Stop(Result{Status: 0, Kind: ExitSignal, Reason: "stopped: " + context.Cause(ctx).Error()})
 	}
-	wg.Wait()
+	if !waitWithin(wg.Wait, time.Now().Add(stopWait)) {
+		// Outside KVM_RUN, where no signal reaches it: in a device
+		// call waiting for that device's I/O (a reset).
+		m.stuck.Store(true)
+		m.logf("a vCPU did not stop within %v: it waits for a device whose host I/O does not return; ending without it", stopWait)
+	}
 	m.flushConsole()
 	return m.result
+}
+
+// stopWait bounds how long the end of a VM waits for a vCPU or a device
+// stuck in host I/O that never returns (a disk image on a stalled FUSE or
+// NFS mount): govm must still end when asked.
+const stopWait = 2 * time.Second
+
+// waitWithin runs wait (which returns when something has finished) and
+// reports whether it returned before deadline. When it did not, its
+// goroutine is left waiting.
+func waitWithin(wait func(), deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(time.Until(deadline)):
+		return false
+	}
 }
 
 // IsInputError reports whether err was caused by bad user input (a file or

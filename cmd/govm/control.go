@@ -104,7 +104,8 @@ func newListCmd() *cobra.Command {
 
 // newActionCmd is govm pause / resume / stop.
 func newActionCmd(action, short string) *cobra.Command {
-	return &cobra.Command{
+	var wait time.Duration
+	cmd := &cobra.Command{
 		Use:   action + " NAME",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
@@ -119,7 +120,9 @@ func newActionCmd(action, short string) *cobra.Command {
 				return controlError(args[0], err)
 			}
 			if action == "stop" {
-				waitGone(c.Path, 30*time.Second)
+				if !waitGone(c.Path, wait) {
+					return fmt.Errorf("%s did not stop within %v: its govm is still running (its socket %s is still there)", info.Name, wait, c.Path)
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: stopped\n", info.Name)
 				return nil
 			}
@@ -127,14 +130,22 @@ func newActionCmd(action, short string) *cobra.Command {
 			return nil
 		},
 	}
+	if action == "stop" {
+		cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the VM to be gone; exit 1 if it is not")
+	}
+	return cmd
 }
 
 // waitGone waits until the VM's govm has removed its socket (it does so
-// last, after the guest's devices are closed), at most d.
-func waitGone(path string, d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+// last, after the guest's devices are closed), at most d; it reports
+// whether it did.
+func waitGone(path string, d time.Duration) bool {
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			return
+			return true
+		}
+		if time.Now().After(end) {
+			return false
 		}
 	}
 }

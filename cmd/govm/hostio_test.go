@@ -71,3 +71,25 @@ func writeAll(path string, b []byte) error {
 	}
 	return f.Close()
 }
+
+// TestDiskHostStalled: the disk's reads never return (a stalled FUSE or
+// NFS mount). --timeout still ends govm, with 124, within stopWait (2 s)
+// of the timeout and names the stuck device (whose read the file system
+// only gives up when govm's exit interrupts it).
+func TestDiskHostStalled(t *testing.T) {
+	needKVM(t)
+	fs := faultfs.MountT(t, 1<<20)
+	fs.Stall(faultfs.Read)
+	start := time.Now()
+	o := govm(t, 60*time.Second, "run", "--kernel", testKernel, "--no-default-params", "--debug-exit",
+		"--disk", fs.Path, "--timeout", "3s", "--api-socket", "none", "-p", "test=blk-read")
+	took := time.Since(start)
+	if o.ExitCode != statusTimeout || took > 7*time.Second ||
+		!strings.Contains(o.Stderr, "did not stop within 2s: its host I/O does not return") {
+		t.Fatalf("exit %d after %v (want %d within 7 s)\nstderr:\n%s", o.ExitCode, took, statusTimeout, o.Stderr)
+	}
+	if fs.Calls(faultfs.Read) == 0 {
+		t.Fatalf("no read reached the file system: the test proved nothing")
+	}
+	t.Logf("ended %v after start: %s", took.Round(time.Millisecond), lastLineWith(o.Stderr, "did not stop"))
+}

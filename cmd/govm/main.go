@@ -9,9 +9,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/govm/govm/internal/outq"
 	"github.com/govm/govm/vmm"
 )
 
@@ -36,11 +38,26 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// errQ carries govm's own messages to stderr through a queue of their own
+// (internal/outq): a stderr nobody reads (2>&1 into a stalled pipe) must
+// neither block the thread that logs nor keep govm from ending.
+var errQ = outq.New(os.Stderr, 256<<10)
+
+// How long govm waits at exit for a reader to take the rest of its output:
+// as long as the reader makes progress (each write done within
+// outputIdle), and outputMost in all.
+const (
+	outputIdle = 500 * time.Millisecond
+	outputMost = 30 * time.Second
+)
+
 func main() {
-	// A closed stdout pipe must not kill govm mid-guest: the UART records
-	// the write error and the guest runs on.
+	// A closed stdout pipe must not kill govm mid-guest: the console
+	// queue records the write error and the guest runs on.
 	signal.Ignore(syscall.SIGPIPE)
-	os.Exit(run(os.Args[1:]))
+	status := run(os.Args[1:])
+	errQ.Close(outputIdle, outputMost)
+	os.Exit(status)
 }
 
 // run executes the CLI and returns the process exit status. Errors are
@@ -61,7 +78,7 @@ func run(args []string) int {
 	if errors.As(err, &ee) {
 		return ee.status
 	}
-	fmt.Fprintf(os.Stderr, "govm: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(newMsgWriter(), "govm: %s\n", oneLine(err.Error()))
 	return exitStatus(err, ran)
 }
 

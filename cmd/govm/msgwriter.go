@@ -8,20 +8,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// msgWriter writes govm's own messages. On a terminal whose output
-// post-processing is off (OPOST or ONLCR clear: a raw terminal), a bare
-// "\n" would only move down a line, and each message would start where
-// the previous one ended; there it writes "\r\n" itself.
-type msgWriter struct{ f *os.File }
+// msgWriter writes govm's own messages to stderr, through errQ. On a
+// terminal whose output post-processing is off (OPOST or ONLCR clear: a
+// raw terminal), a bare "\n" would only move down a line, and each message
+// would start where the previous one ended; there it writes "\r\n" itself.
+type msgWriter struct {
+	fd int
+	w  io.Writer
+}
 
-func newMsgWriter(f *os.File) io.Writer { return msgWriter{f} }
+func newMsgWriter() io.Writer { return msgWriter{int(os.Stderr.Fd()), errQ} }
 
 func (w msgWriter) Write(p []byte) (int, error) {
-	if !rawTTY(int(w.f.Fd())) {
-		return w.f.Write(p)
+	if !rawTTY(w.fd) {
+		return w.w.Write(p)
 	}
 	q := bytes.ReplaceAll(bytes.ReplaceAll(p, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
-	if _, err := w.f.Write(q); err != nil {
+	if _, err := w.w.Write(q); err != nil {
 		return 0, err
 	}
 	return len(p), nil

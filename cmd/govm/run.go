@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/govm/govm/api"
+	"github.com/govm/govm/internal/outq"
 	"github.com/govm/govm/sandbox"
 	"github.com/govm/govm/vmm"
 )
@@ -84,7 +85,7 @@ func newRunCmd() *cobra.Command {
 
 func runVM(cmd *cobra.Command, f *runFlags) error {
 	start := time.Now()
-	stderr := newMsgWriter(os.Stderr)
+	stderr := newMsgWriter()
 	// Hidden, for performance work: GOVM_CPUPROFILE=path writes a pprof
 	// CPU profile of the whole run (go tool pprof bin/govm path).
 	if path := os.Getenv("GOVM_CPUPROFILE"); path != "" {
@@ -103,7 +104,9 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 		return usageError{err}
 	}
 	defer sm.close()
-	console := sm.console(os.Stdout)
+	// The guest's console reaches stdout through a queue: a vCPU printing
+	// never waits for whoever reads stdout (internal/outq).
+	console := sm.console(outq.New(os.Stdout, consoleQueueMax))
 	cfg.Stdout = console
 	cfg.Log = stderr
 	if term.IsTerminal(int(os.Stdin.Fd())) {
@@ -134,7 +137,7 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 			}
 			// The default place is not usable here (a read-only /run
 			// in a container): the VM runs, only without its API.
-			fmt.Fprintf(os.Stderr, "govm: warning: no API socket (%v); govm list/stat/pause/stop will not see this VM (--api-socket PATH picks another place)\n", oneLine(err.Error()))
+			fmt.Fprintf(stderr, "govm: warning: no API socket (%v); govm list/stat/pause/stop will not see this VM (--api-socket PATH picks another place)\n", oneLine(err.Error()))
 			ln = nil
 		}
 	}
@@ -193,6 +196,10 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 	sm.run(m)
 	res := m.Run(ctx)
 	sm.stopAlarms() // no timeout or grace stop once the VM has ended
+	// The guest's last output goes out while a reader takes it; a
+	// stalled one does not keep govm from ending (finish says what was
+	// left unwritten).
+	console.closeOut(outputIdle, outputMost)
 	if f.stats {
 		printStats(m)
 	}
@@ -280,11 +287,16 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 }
 
 func printStats(m *vmm.Machine) {
-	w := newMsgWriter(os.Stderr)
+	w := newMsgWriter()
 	for _, l := range m.DeviceStats() {
 		fmt.Fprintf(w, "govm: stats: %s\n", l)
 	}
 }
+
+// consoleQueueMax bounds the guest's console output waiting for stdout's
+// reader: a reader this far behind has stalled, and what does not fit is
+// dropped and counted (--console-log still gets it all).
+const consoleQueueMax = 1 << 20
 
 // defaultPollMax is --poll-max's default: long enough to cover a guest's
 // turnaround at queue depth 1 when its interrupt handler runs in KVM's

@@ -31,7 +31,7 @@ func startSandbox(mode sandbox.Mode) error {
 	// (audit). getpriority(2) is harmless and nothing in govm calls it.
 	if os.Getenv("GOVM_TEST_SECCOMP_PROBE") != "" {
 		prio, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
-		fmt.Fprintf(os.Stderr, "govm: seccomp probe: getpriority = %d, %v\n", prio, err)
+		fmt.Fprintf(newMsgWriter(), "govm: seccomp probe: getpriority = %d, %v\n", prio, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/govm/govm/internal/alarm"
+	"github.com/govm/govm/internal/outq"
 	"github.com/govm/govm/splat"
 	"github.com/govm/govm/vmm"
 )
@@ -134,11 +135,11 @@ func execParams(cmd string) string {
 	return "govm.exec=" + hex.EncodeToString([]byte(cmd))
 }
 
-// console returns the writer for the guest's console: stdout, the console
-// log and the watcher. A failing stdout (a closed pipe) must not blind the
-// watcher or the log, so the tee keeps going and reports stdout's error
-// itself.
-func (s *smoke) console(stdout io.Writer) *tee {
+// console returns the writer for the guest's console: stdout (through its
+// queue), the console log and the watcher. A failing or stalled stdout (a
+// closed pipe, a reader that stopped) must not blind the watcher or the
+// log, so the tee keeps going and reports what stdout lost itself.
+func (s *smoke) console(stdout *outq.Writer) *tee {
 	t := &tee{out: stdout, watch: s.watch}
 	if s.log != nil {
 		t.log = s.log
@@ -261,23 +262,19 @@ func (s *smoke) close() {
 // tee is the console writer: it never fails towards the UART, so the
 // watcher and the log see everything even after stdout broke.
 type tee struct {
-	out   io.Writer
+	out   *outq.Writer // never blocks: it queues for stdout
 	log   io.Writer
 	watch io.Writer
 
-	mu     sync.Mutex
-	outErr error
-	logErr error
+	mu        sync.Mutex
+	logErr    error
+	abandoned uint64 // what closeOut gave up on
 }
 
 func (t *tee) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.outErr == nil {
-		if _, err := t.out.Write(p); err != nil {
-			t.outErr = fmt.Errorf("console output: %w", err)
-		}
-	}
+	_, _ = t.out.Write(p)
 	if t.log != nil && t.logErr == nil {
 		if _, err := t.log.Write(p); err != nil {
 			t.logErr = fmt.Errorf("--console-log: %w", err)
@@ -287,15 +284,31 @@ func (t *tee) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// errs returns the write errors seen, if any.
+// closeOut lets stdout's reader take the rest of the console while it
+// keeps up (outq.Writer.Close), and records what was left unwritten.
+func (t *tee) closeOut(idle, most time.Duration) {
+	ab := t.out.Close(idle, most)
+	t.mu.Lock()
+	t.abandoned = ab
+	t.mu.Unlock()
+}
+
+// errs returns what went wrong with the console's destinations, if
+// anything: stdout's write error, or the bytes a stalled stdout never
+// took; the console log's write error.
 func (t *tee) errs() []error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []error
-	for _, e := range []error{t.outErr, t.logErr} {
-		if e != nil {
-			out = append(out, e)
-		}
+	lost := t.out.Dropped() + t.abandoned
+	switch {
+	case t.out.Err() != nil:
+		out = append(out, fmt.Errorf("console output: %w (%d bytes dropped)", t.out.Err(), lost))
+	case lost > 0:
+		out = append(out, fmt.Errorf("console output: %d bytes not written: stdout was not read fast enough (--console-log keeps all of it)", lost))
+	}
+	if t.logErr != nil {
+		out = append(out, t.logErr)
 	}
 	return out
 }

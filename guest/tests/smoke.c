@@ -16,6 +16,9 @@
  *   marker   prints a fake "Linux version" banner, waits marker.ms, prints
  *            "Run /init as init process", waits marker.ms, prints
  *            marker.text= (default GOVM-READY), then the SUMMARY.
+ *   spew     prints numbered lines of 64 bytes without end (spew.kb=N:
+ *            N KiB, then the SUMMARY): a guest whose console outruns
+ *            whoever reads govm's stdout.
  *   halt     prints Linux's "reboot: System halted" and stops the CPU with
  *            interrupts off (cli; hlt at CPL0), as Linux without ACPI does
  *            for poweroff and halt (machine_halt): nothing can wake it,
@@ -236,6 +239,16 @@ static void run_exec(void)
 	spin();
 }
 
+static void run_spew(void)
+{
+	long kb = cmdline_get_int("spew.kb", -1);
+
+	for (long i = 0; kb < 0 || i < kb * 16; i++)
+		printf("spew %08lx ...................................................\n", i);
+	report("spew", true, "kb=%ld", kb);
+	summary_and_exit();
+}
+
 static void run_halt(void)
 {
 	printf("reboot: System halted\n");
@@ -248,3 +261,4 @@ DEFINE_TEST(pvpanic, .name = "pvpanic", .run = run_pvpanic);
 DEFINE_TEST(marker, .name = "marker", .run = run_marker);
 DEFINE_TEST(exec, .name = "exec", .run = run_exec);
 DEFINE_TEST(halt, .name = "halt", .run = run_halt);
+DEFINE_TEST(spew, .name = "spew", .run = run_spew);

@@ -87,9 +87,42 @@ func (s *FS) Bytes() []byte {
 	return append([]byte(nil), s.file.data...)
 }
 
-// Close unmounts the file system (files still open keep it busy: close
-// them first).
-func (s *FS) Close() error { return s.server.Unmount() }
+// Stall makes every later op wait without an answer until Release or
+// Close: a disk whose I/O never returns (a stalled network file system).
+// A caller that is killed meanwhile gets its op interrupted.
+func (s *FS) Stall(op Op) {
+	s.file.mu.Lock()
+	defer s.file.mu.Unlock()
+	if s.file.release == nil {
+		s.file.release = make(chan struct{})
+	}
+	s.file.stall[op] = true
+}
+
+// Release lets stalled ops (and later ones) go on.
+func (s *FS) Release() {
+	s.file.mu.Lock()
+	defer s.file.mu.Unlock()
+	s.file.stall = [numOps]bool{}
+	if s.file.release != nil {
+		close(s.file.release)
+		s.file.release = nil
+	}
+}
+
+// Stalled returns how many ops are waiting in Stall now.
+func (s *FS) Stalled() int {
+	s.file.mu.Lock()
+	defer s.file.mu.Unlock()
+	return s.file.waiting
+}
+
+// Close releases stalled ops and unmounts the file system (files still
+// open keep it busy: close them first).
+func (s *FS) Close() error {
+	s.Release()
+	return s.server.Unmount()
+}
 
 type root struct {
 	fs.Inode
@@ -105,10 +138,13 @@ func (r *root) OnAdd(ctx context.Context) {
 
 type file struct {
 	fs.Inode
-	mu    sync.Mutex
-	data  []byte
-	fail  [numOps]syscall.Errno
-	calls [numOps]int
+	mu      sync.Mutex
+	data    []byte
+	fail    [numOps]syscall.Errno
+	calls   [numOps]int
+	stall   [numOps]bool
+	release chan struct{} // closed by Release; nil when nothing stalls
+	waiting int           // ops inside stallIfAsked
 }
 
 var (
@@ -127,15 +163,31 @@ func (f *file) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	return nil, fuse.FOPEN_DIRECT_IO, 0
 }
 
-func (f *file) enter(op Op) syscall.Errno {
+// enter counts op and returns its errno; with f.mu held. When op is
+// stalled it first waits, without f.mu, for Release or the caller's end.
+func (f *file) enter(ctx context.Context, op Op) syscall.Errno {
 	f.calls[op]++
+	if f.stall[op] {
+		ch := f.release
+		f.waiting++
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		f.mu.Lock()
+		f.waiting--
+		if ctx.Err() != nil {
+			return syscall.EINTR
+		}
+	}
 	return f.fail[op]
 }
 
 func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e := f.enter(Read); e != 0 {
+	if e := f.enter(ctx, Read); e != 0 {
 		return nil, e
 	}
 	if off >= int64(len(f.data)) {
@@ -148,7 +200,7 @@ func (f *file) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int6
 func (f *file) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e := f.enter(Write); e != 0 {
+	if e := f.enter(ctx, Write); e != 0 {
 		return 0, e
 	}
 	if off < 0 || off+int64(len(data)) > int64(len(f.data)) {
@@ -160,7 +212,7 @@ func (f *file) Write(ctx context.Context, fh fs.FileHandle, data []byte, off int
 func (f *file) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.enter(Fsync)
+	return f.enter(ctx, Fsync)
 }
 
 func (f *file) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

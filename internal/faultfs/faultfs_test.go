@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestFaults(t *testing.T) {
@@ -46,6 +47,38 @@ func TestFaults(t *testing.T) {
 	}
 	if s.Calls(Fsync) != 2 || string(s.Bytes()[100:105]) != "hello" {
 		t.Fatalf("fsync calls %d", s.Calls(Fsync))
+	}
+}
+
+// TestStall: a stalled read waits until Release, then completes.
+func TestStall(t *testing.T) {
+	s := MountT(t, 8192)
+	f, err := os.OpenFile(s.Path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.Stall(Read)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.ReadAt(make([]byte, 10), 0)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stalled() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("stalled read returned (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if s.Stalled() != 1 {
+		t.Fatalf("%d ops stalled, want 1", s.Stalled())
+	}
+	s.Release()
+	if err := <-done; err != nil {
+		t.Fatalf("read after Release: %v", err)
 	}
 }
 
