@@ -23,7 +23,7 @@ const APIVersion12 = 12
 var (
 	// ErrNoKVM is returned when the KVM device cannot be opened because
 	// it does not exist, has no driver, or is not accessible.
-	ErrNoKVM = errors.New("kvm: /dev/kvm not available")
+	ErrNoKVM = errors.New("kvm: no usable KVM device")
 	// ErrAPIVersion is returned when KVM_GET_API_VERSION is not 12.
 	ErrAPIVersion = errors.New("kvm: unsupported KVM API version")
 	// ErrClosed is returned for operations on a closed System, VM or VCPU.
@@ -78,7 +78,7 @@ func Open(path string) (*System, error) {
 	if _, err := s.APIVersion(); err != nil {
 		s.Close()
 		if errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
-			return nil, fmt.Errorf("%w: %s is not a KVM device (KVM_GET_API_VERSION: %v); use /dev/kvm", ErrNoKVM, path, err)
+			return nil, fmt.Errorf("%w: %s is not a KVM device (%v); use /dev/kvm", ErrNoKVM, path, err)
 		}
 		return nil, err
 	}

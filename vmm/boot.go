@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -23,7 +24,7 @@ type bootInfo struct {
 // loadKernel loads the kernel, initrd, command line and zero page into guest
 // memory following the Linux x86 boot protocol (Documentation/x86/boot.rst).
 func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, error) {
-	img, err := os.ReadFile(cfg.Kernel)
+	img, err := readBounded(cfg.Kernel, memSize)
 	if err != nil {
 		return nil, inputErrorf("kernel: %w", err)
 	}
@@ -73,7 +74,7 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 		bi.format += fmt.Sprintf(", decompressed on the host in %v", k.DecompressTime.Round(time.Millisecond))
 	}
 	if cfg.Initrd != "" {
-		initrd, err := os.ReadFile(cfg.Initrd)
+		initrd, err := readBounded(cfg.Initrd, memSize)
 		if err != nil {
 			return nil, inputErrorf("initrd: %w", err)
 		}
@@ -102,4 +103,23 @@ func loadKernel(cfg *Config, mem *guestmem.Memory, memSize uint64) (*bootInfo, e
 		return nil, fmt.Errorf("vmm: writing zero page: %w", err)
 	}
 	return bi, nil
+}
+
+// readBounded reads the file at path, which Config.check found regular and
+// no larger than max; it reads at most max bytes all the same (the file
+// may have grown since, or been replaced).
+func readBounded(path string, max uint64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(b)) > max {
+		return nil, fmt.Errorf("%s grew beyond %d MiB while govm read it", path, max>>20)
+	}
+	return b, nil
 }

@@ -20,8 +20,13 @@ func (cfg *Config) check() error {
 	if err := checkMemSize(cfg.MemSize); err != nil {
 		return err
 	}
-	if _, err := os.Stat(cfg.Kernel); err != nil {
-		return inputErrorf("kernel: %w", err)
+	if err := checkImage("kernel", cfg.Kernel, cfg.MemSize); err != nil {
+		return err
+	}
+	if cfg.Initrd != "" {
+		if err := checkImage("initrd", cfg.Initrd, cfg.MemSize); err != nil {
+			return err
+		}
 	}
 	for _, d := range cfg.Disks {
 		if err := d.blkConfig().Validate(); err != nil {
@@ -29,6 +34,41 @@ func (cfg *Config) check() error {
 		}
 	}
 	return nil
+}
+
+// checkImage requires a kernel or initrd that govm can read whole into
+// guest RAM: a regular file (a FIFO would block the read for ever, a
+// device such as /dev/zero never ends) no larger than RAM.
+func checkImage(what, path string, mem uint64) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return inputErrorf("%s: %w", what, err)
+	}
+	if !st.Mode().IsRegular() {
+		return inputErrorf("%s %s is not a regular file (%s); give the path of a file", what, path, fileKind(st.Mode()))
+	}
+	if uint64(st.Size()) > mem {
+		return inputErrorf("%s %s is %d MiB, more than the guest's %d MiB of RAM; use a larger --mem", what, path,
+			(st.Size()+(1<<20)-1)>>20, mem>>20)
+	}
+	return nil
+}
+
+// fileKind names the kind of file a non-regular mode is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
 }
 
 // blkConfig is the virtio-blk device configuration d asks for.

@@ -45,6 +45,11 @@ func TestBadInput(t *testing.T) {
 	}
 	f.Close()
 
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	emptyDisk := filepath.Join(dir, "empty.img")
 	if err := os.WriteFile(emptyDisk, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -85,9 +90,16 @@ func TestBadInput(t *testing.T) {
 		{"command line too long", nil, []string{"run", "--kernel", k, "-p", strings.Repeat("x", 70000)}, "command line"},
 		{"initrd too big", nil, []string{"run", "--kernel", k, "-m", "64M", "--initrd", bigInitrd}, "initrd"},
 		{"initrd missing", nil, []string{"run", "--kernel", k, "--initrd", filepath.Join(dir, "nope")}, "initrd"},
-		{"no /dev/kvm", []string{"GOVM_KVM_DEVICE=" + filepath.Join(dir, "kvm")}, []string{"run", "--kernel", k}, "/dev/kvm"},
+		// Read whole, these never ended: an out-of-memory crash, a hang.
+		{"kernel is /dev/zero", nil, []string{"run", "--kernel", "/dev/zero"}, "kernel /dev/zero is not a regular file (a character device)"},
+		{"kernel is a FIFO", nil, []string{"run", "--kernel", fifo}, "is not a regular file (a FIFO)"},
+		{"initrd is /dev/zero", nil, []string{"run", "--kernel", k, "--initrd", "/dev/zero"}, "initrd /dev/zero is not a regular file"},
+		{"initrd is a FIFO", nil, []string{"run", "--kernel", k, "--initrd", fifo}, "is not a regular file (a FIFO)"},
+		{"no /dev/kvm", []string{"GOVM_KVM_DEVICE=" + filepath.Join(dir, "kvm")}, []string{"run", "--kernel", k}, "no usable KVM device: open " + filepath.Join(dir, "kvm")},
 		{"bad disk option", nil, []string{"run", "--kernel", k, "--disk", "x.img,bogus"}, "unknown option"},
-		{"not a KVM device", []string{"GOVM_KVM_DEVICE=/dev/null"}, []string{"run", "--kernel", k}, "not a KVM device"},
+		// Names the device it tried, and the ioctl once.
+		{"not a KVM device", []string{"GOVM_KVM_DEVICE=/dev/null"}, []string{"run", "--kernel", k},
+			"no usable KVM device: /dev/null is not a KVM device (KVM_GET_API_VERSION: inappropriate ioctl for device); use /dev/kvm"},
 		{"missing disk", nil, []string{"run", "--kernel", k, "--disk", filepath.Join(dir, "nope.img")}, "no such file"},
 		{"disk is a directory", nil, []string{"run", "--kernel", k, "--disk", dir}, "is a directory"},
 		{"empty disk", nil, []string{"run", "--kernel", k, "--disk", emptyDisk}, "is empty"},
