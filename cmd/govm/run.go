@@ -83,7 +83,7 @@ func newRunCmd() *cobra.Command {
 	return cmd
 }
 
-func runVM(cmd *cobra.Command, f *runFlags) error {
+func runVM(cmd *cobra.Command, f *runFlags) (err error) {
 	start := time.Now()
 	stderr := newMsgWriter()
 	// Hidden, for performance work: GOVM_CPUPROFILE=path writes a pprof
@@ -104,6 +104,13 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 		return usageError{err}
 	}
 	defer sm.close()
+	// Whatever fails from here on, --result gets its verdict (finish
+	// writes the one of a VM that ran; setupFailed then does nothing).
+	defer func() {
+		if err != nil {
+			sm.setupFailed(err, exitStatus(err, true))
+		}
+	}()
 	// The guest's console reaches stdout through a queue: a vCPU printing
 	// never waits for whoever reads stdout (internal/outq).
 	console := sm.console(outq.New(os.Stdout, consoleQueueMax))
@@ -148,7 +155,6 @@ func runVM(cmd *cobra.Command, f *runFlags) error {
 			ln.Close()
 			_ = os.Remove(sockPath)
 		}
-		sm.setupFailed(err, exitStatus(err, true))
 		return err
 	}
 	if ln == nil {

@@ -85,6 +85,7 @@ func newSmoke(f *smokeFlags, start time.Time) (_ *smoke, err error) {
 	s := &smoke{f: f, start: start, failOn: map[splat.Kind]bool{}}
 	defer func() {
 		if err != nil {
+			s.setupFailed(err, statusBadInput) // once --result is open
 			s.close()
 		}
 	}()
@@ -188,19 +189,23 @@ func (s *smoke) stopAlarms() {
 	}
 }
 
-// writeResult writes v to the --result file opened by newSmoke.
+// writeResult writes v to the --result file opened by newSmoke, and closes
+// it: one verdict per run, whether or not the write worked.
 func (s *smoke) writeResult(v verdict) error {
+	f := s.result
+	s.result = nil
 	b, err := v.marshal()
 	if err != nil {
+		f.Close()
 		return err
 	}
-	if _, err := s.result.Write(b); err != nil {
+	if _, err := f.Write(b); err != nil {
+		f.Close()
 		return fmt.Errorf("--result: %w", err)
 	}
-	if err := s.result.Close(); err != nil {
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("--result: %w", err)
 	}
-	s.result = nil
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/govm/govm/api"
 	"github.com/govm/govm/internal/guestrun"
 )
 
@@ -115,5 +116,32 @@ func TestVerdictSetupFailure(t *testing.T) {
 	v := readVerdict(t, res)
 	if o.status != 2 || v.ExitReason != "setup" || v.Status != 2 || !strings.Contains(lastLine(o.stderr), v.Reason) {
 		t.Fatalf("status %d, verdict %+v, stderr %q", o.status, v, o.stderr)
+	}
+
+	// Every way the set-up can fail after --result is opened writes the
+	// verdict (these left a 0-byte file): a bad --seccomp, an
+	// --api-socket that cannot be made, a socket in use.
+	sock := filepath.Join(dir, "in-use.sock")
+	l, err := api.Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.Serve(l, stayingVM{})
+	defer srv.Close()
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad --seccomp", []string{"--seccomp", "maybe"}, "--seccomp"},
+		{"bad --api-socket", []string{"--api-socket", filepath.Join(notKernel, "x.sock")}, "--api-socket"}, // under a file
+		{"socket in use", []string{"--api-socket", sock}, "already running"},
+	} {
+		res := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".json")
+		o := runSmoke(t, "", append([]string{"run", "-k", testKernel, "--result", res}, c.args...)...)
+		v := readVerdict(t, res)
+		if o.status != 2 || v.ExitReason != "setup" || v.Status != 2 || !strings.Contains(v.Reason, c.want) {
+			t.Errorf("%s: status %d, verdict %+v, stderr %q", c.name, o.status, v, o.stderr)
+		}
 	}
 }
