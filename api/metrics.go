@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/VictoriaMetrics/metrics"
 )
@@ -22,7 +23,7 @@ func WriteMetrics(w io.Writer, s Stats) {
 	c := func(name string, v uint64) { set.GetOrCreateCounter(name).Set(v) }
 	g := func(name string, v float64) { set.GetOrCreateGauge(name, nil).Set(v) }
 	for _, q := range s.Queues {
-		l := fmt.Sprintf(`{vm=%q,device=%q,queue="%d",name=%q}`, s.Name, q.Device, q.Queue, q.Name)
+		l := fmt.Sprintf(`{vm=%s,device=%s,queue="%d",name=%s}`, label(s.Name), label(q.Device), q.Queue, label(q.Name))
 		c("govm_queue_kicks_total"+withLabel(l, "via", "port"), q.KicksPort)
 		c("govm_queue_kicks_total"+withLabel(l, "via", "ioeventfd"), q.KicksEventFD)
 		c("govm_queue_kicks_suppressed_total"+l, q.KicksSuppressed)
@@ -42,13 +43,13 @@ func WriteMetrics(w io.Writer, s Stats) {
 		}
 	}
 	for _, d := range s.Devices {
-		l := fmt.Sprintf(`{vm=%q,device=%q}`, s.Name, d.Device)
+		l := fmt.Sprintf(`{vm=%s,device=%s}`, label(s.Name), label(d.Device))
 		c("govm_device_isr_reads_total"+l, d.ISRReads)
 		c("govm_device_guest_errors_total"+l, d.GuestErrors)
 	}
 	for _, v := range s.VCPUs {
 		for _, r := range slices.Sorted(maps.Keys(v.Exits)) {
-			c(fmt.Sprintf(`govm_vcpu_exits_total{vm=%q,vcpu="%d",reason=%q}`, s.Name, v.ID, r), v.Exits[r])
+			c(fmt.Sprintf(`govm_vcpu_exits_total{vm=%s,vcpu="%d",reason=%s}`, label(s.Name), v.ID, label(r)), v.Exits[r])
 		}
 	}
 	set.WritePrometheus(w)
@@ -56,5 +57,16 @@ func WriteMetrics(w io.Writer, s Stats) {
 
 // withLabel adds name="value" to a label set "{...}".
 func withLabel(l, name, value string) string {
-	return fmt.Sprintf("%s,%s=%q}", l[:len(l)-1], name, value)
+	return fmt.Sprintf("%s,%s=%s}", l[:len(l)-1], name, label(value))
+}
+
+// labelEscaper escapes a label value as the Prometheus text format
+// requires: backslash, double quote and line feed, nothing else (Go's %q
+// would write \x01 or \u00e9, which the format does not have).
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// label quotes a label value (a VM name, a device's path) for the text
+// format: valid UTF-8, with invalid bytes as U+FFFD.
+func label(v string) string {
+	return `"` + labelEscaper.Replace(strings.ToValidUTF8(v, "\uFFFD")) + `"`
 }
