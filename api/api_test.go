@@ -72,10 +72,11 @@ func shortDir(t *testing.T) string {
 func TestListenModesAndServe(t *testing.T) {
 	dir := filepath.Join(shortDir(t), "govm")
 	path := filepath.Join(dir, "vm1.sock")
-	l, err := Listen(path)
+	l, sock, err := Listen(path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer sock.Close()
 	vm := &fakeVM{}
 	srv := Serve(l, vm)
 	defer srv.Close()
@@ -124,10 +125,11 @@ func TestListenModesAndServe(t *testing.T) {
 func TestMetricsFormat(t *testing.T) {
 	dir := shortDir(t)
 	path := filepath.Join(dir, "m.sock")
-	l, err := Listen(path)
+	l, sock, err := Listen(path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer sock.Close()
 	srv := Serve(l, &fakeVM{})
 	defer srv.Close()
 	c := NewClient(path)
@@ -153,8 +155,8 @@ func TestMetricsFormat(t *testing.T) {
 	}
 }
 
-// TestStaleSocketReplaced: a socket file nobody listens on (a govm that
-// was killed) is replaced; one a live server answers on is ErrInUse.
+// TestStaleSocketReplaced: a socket file whose lock is free (a govm that
+// was killed) is replaced; one whose VM holds the lock is ErrInUse.
 func TestStaleSocketReplaced(t *testing.T) {
 	path := filepath.Join(shortDir(t), "s.sock")
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
@@ -166,19 +168,95 @@ func TestStaleSocketReplaced(t *testing.T) {
 	if _, err := os.Lstat(path); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := Listen(path)
+	l2, sock, err := Listen(path, false)
 	if err != nil {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
+	defer sock.Close()
 	defer l2.Close()
-	if _, err := Listen(path); !errors.Is(err, ErrInUse) {
+	if _, _, err := Listen(path, false); !errors.Is(err, ErrInUse) {
 		t.Fatalf("second Listen on a live socket: %v, want ErrInUse", err)
 	}
 	// A regular file in the way is not ours to remove.
 	file := filepath.Join(filepath.Dir(path), "f.sock")
 	os.WriteFile(file, nil, 0o600)
-	if _, err := Listen(file); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, _, err := Listen(file, false); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("Listen over a regular file: %v", err)
+	}
+}
+
+// TestExitingVMKeepsItsName: a VM that is exiting (its listener closed,
+// its devices still closing) keeps its name, so a new VM of that name
+// fails instead of replacing the socket, which the exiting VM would then
+// remove from under it. Once gone, the name is free. And a VM removes
+// only the socket it bound, not one put there since.
+func TestExitingVMKeepsItsName(t *testing.T) {
+	path := filepath.Join(shortDir(t), "n.sock")
+	la, a, err := Listen(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	la.Close() // A is exiting
+	if _, _, err := Listen(path, false); !errors.Is(err, ErrInUse) {
+		t.Fatalf("Listen while the first VM exits: %v, want ErrInUse", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket still there after Close: %v", err)
+	}
+	lb, b, err := Listen(path, false)
+	if err != nil {
+		t.Fatalf("Listen after the first VM is gone: %v", err)
+	}
+	defer lb.Close()
+	// Someone replaces B's socket file; B's Close leaves theirs alone.
+	os.Remove(path)
+	other, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	b.Close()
+	if _, err := os.Lstat(path); err != nil {
+		t.Fatalf("Close removed a socket it did not bind: %v", err)
+	}
+}
+
+// TestOwnDirChecks: govm's own socket directory must be a directory, not a
+// symlink to one, closed to others (0700) and this user's; a path the user
+// picks (--api-socket) is not judged.
+func TestOwnDirChecks(t *testing.T) {
+	base := shortDir(t)
+	real := filepath.Join(base, "real")
+	os.Mkdir(real, 0o700)
+	link := filepath.Join(base, "link")
+	os.Symlink(real, link)
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o755)
+	for _, c := range []struct {
+		dir, want string
+	}{{link, "is not a directory (a symbolic link is refused too)"}, {open, "has mode 0755, open to others"}} {
+		if _, _, err := Listen(filepath.Join(c.dir, "x.sock"), true); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("strict Listen in %s: %v, want %q", c.dir, err, c.want)
+		}
+		l, s, err := Listen(filepath.Join(c.dir, "y.sock"), false)
+		if err != nil {
+			t.Errorf("--api-socket in %s: %v", c.dir, err)
+			continue
+		}
+		l.Close()
+		s.Close()
+	}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(base, "other")
+		os.Mkdir(other, 0o700)
+		os.Chown(other, 65534, 65534)
+		if _, _, err := Listen(filepath.Join(other, "x.sock"), true); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+			t.Errorf("strict Listen in someone else's directory: %v", err)
+		}
 	}
 }
 

@@ -416,4 +416,16 @@ func TestAPISocketUnusableDefault(t *testing.T) {
 	}
 	stderr, status = run("--api-socket", "/proc/govm-no-such-dir/vm.sock")
 	wantOneLine(t, "explicit unusable --api-socket", stderr, status, "--api-socket")
+
+	// A path the user picks in a shared directory someone else owns (a
+	// sticky /tmp) is theirs to judge: it works (it was refused as
+	// "belongs to uid 0").
+	shared := shortTemp(t)
+	if err := os.Chmod(shared, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	stderr, status = run("--api-socket", filepath.Join(shared, "vm.sock"))
+	if status != 1 || strings.Contains(stderr, "belongs to uid") {
+		t.Fatalf("--api-socket in a shared root-owned directory, as nobody: exit %d\n%s", status, stderr)
+	}
 }

@@ -134,8 +134,9 @@ func runVM(cmd *cobra.Command, f *runFlags) (err error) {
 		return usageError{err}
 	}
 	var ln *net.UnixListener
+	var sock *api.Socket
 	if sockPath != "" {
-		if ln, err = api.Listen(sockPath); err != nil {
+		if ln, sock, err = api.Listen(sockPath, f.apiSocket == ""); err != nil {
 			switch {
 			case errors.Is(err, api.ErrInUse):
 				return usageError{fmt.Errorf("a VM named %q is already running (%s); choose another --name", cfg.Name, sockPath)}
@@ -153,7 +154,7 @@ func runVM(cmd *cobra.Command, f *runFlags) (err error) {
 	if err != nil {
 		if ln != nil {
 			ln.Close()
-			_ = os.Remove(sockPath)
+			sock.Close()
 		}
 		return err
 	}
@@ -163,11 +164,11 @@ func runVM(cmd *cobra.Command, f *runFlags) (err error) {
 		srv := api.Serve(ln, apiVM{Machine: m, socket: sockPath})
 		// The server stops before the machine is freed; the socket
 		// file goes last, after the devices are closed: govm stop
-		// waits for it.
+		// waits for it. Until then the name stays this VM's.
 		defer func() {
 			srv.Close()
 			m.Close()
-			_ = os.Remove(sockPath)
+			sock.Close()
 		}()
 	}
 

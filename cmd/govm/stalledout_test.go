@@ -142,10 +142,11 @@ func (stayingVM) Stop()            {}
 func TestStopSaysWhenTheVMStays(t *testing.T) {
 	needKVM(t)
 	path := filepath.Join(t.TempDir(), "staying.sock")
-	l, err := api.Listen(path)
+	l, sock, err := api.Listen(path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer sock.Close()
 	srv := api.Serve(l, stayingVM{})
 	defer srv.Close()
 	o := runSmoke(t, "", "stop", path, "--wait", "500ms")

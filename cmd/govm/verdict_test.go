@@ -122,10 +122,11 @@ func TestVerdictSetupFailure(t *testing.T) {
 	// verdict (these left a 0-byte file): a bad --seccomp, an
 	// --api-socket that cannot be made, a socket in use.
 	sock := filepath.Join(dir, "in-use.sock")
-	l, err := api.Listen(sock)
+	l, lsock, err := api.Listen(sock, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer lsock.Close()
 	srv := api.Serve(l, stayingVM{})
 	defer srv.Close()
 	for _, c := range []struct {
