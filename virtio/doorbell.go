@@ -207,6 +207,21 @@ func (b *Doorbell) Clear() bool {
 	return rung
 }
 
+// Pending reports whether a ring waits for the device to take it: the
+// eventfd is readable (or, on the channel, a ring is queued). It takes
+// nothing. The watchdog peeks with it: a kick that reached the doorbell of
+// a device that does not run is a starved device thread, not a lost kick.
+func (b *Doorbell) Pending() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.broken.Load() {
+		return len(b.ch) > 0
+	}
+	fds := [1]unix.PollFd{{Fd: int32(b.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds[:], 0)
+	return err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+}
+
 // Signals is the number of KVM ioeventfd signals the device has taken
 // (rings through Ring are not counted: their sources count themselves).
 func (b *Doorbell) Signals() uint64 { return b.signals.Load() }

@@ -72,6 +72,27 @@ func TestDoorbellRings(t *testing.T) {
 	}
 }
 
+// TestDoorbellPending: Pending sees a ring (or a KVM signal) the device
+// has not taken, and takes nothing; after Close, a ring on the channel.
+func TestDoorbellPending(t *testing.T) {
+	b := newBell(t)
+	if b.Pending() {
+		t.Fatal("a new doorbell has a ring pending")
+	}
+	kvmSignal(t, b)
+	if !b.Pending() || !b.Pending() {
+		t.Fatal("a KVM signal the device has not taken is not pending (or Pending took it)")
+	}
+	if !b.Clear() || b.Pending() {
+		t.Fatal("after Clear the ring is still pending")
+	}
+	b.Close()
+	b.Ring()
+	if !b.Pending() {
+		t.Fatal("a ring after Close (on the channel) is not pending")
+	}
+}
+
 // TestDoorbellWakesSleeper: a Wait in progress returns on a Ring and on a
 // KVM signal from other threads.
 func TestDoorbellWakesSleeper(t *testing.T) {

@@ -55,7 +55,7 @@ func (m *Machine) watchSample(dst []watchdog.Queue) ([]watchdog.Queue, bool) {
 			wq := watchdog.Queue{Device: sl.what, Index: q.Index, Name: queueName(sl, q.Index),
 				AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx, AvailFlags: q.AvailFlags, UsedFlags: q.UsedFlags,
 				UsedEvent: q.UsedEvent, AvailEvent: q.AvailEvent, EventIdx: q.EventIdx,
-				Sleeping: q.Sleeping, NeedBuffers: q.NeedBuffers, SeenAvail: q.SeenAvail,
+				Sleeping: q.Sleeping, NeedBuffers: q.NeedBuffers, SeenAvail: q.SeenAvail, Rung: q.Rung,
 				Wanted: q.Wanted, Delivered: q.Delivered(), ISR: ts.ISR, ISRReads: ts.ISRReads,
 				KicksPort: q.Notifies, KicksEvents: q.EventFDs}
 			if q.NeedBuffers {

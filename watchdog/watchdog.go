@@ -1,7 +1,9 @@
 // Package watchdog detects lost virtio notifications while a guest runs:
 // a kick that never reached a sleeping device, an interrupt the device
 // wanted that never reached the line, an ISR the driver does not service,
-// and a receive queue starved of buffers while frames wait. It judges
+// and a receive queue starved of buffers while frames wait; and, so that
+// none of those is blamed on the guest or the transport, a device thread
+// that does not run although its kick arrived. It judges
 // samples of each queue's ring and device state taken from its own
 // goroutine; the data path only publishes atomics (virtio.Watch). It knows
 // nothing of KVM or PCI: vmm fills in the samples.
@@ -22,10 +24,14 @@ const (
 	LostInterrupt Kind = "lost_interrupt"
 	StuckISR      Kind = "stuck_isr"
 	RXStarvation  Kind = "rx_starvation"
+	// DeviceStarved is a kick that reached the doorbell of a sleeping
+	// device that has not taken it: nothing was lost; the device's
+	// thread did not run (an overloaded host, a thread stuck elsewhere).
+	DeviceStarved Kind = "device_starved"
 )
 
 // Kinds lists every kind, in report order.
-var Kinds = []Kind{LostKick, LostInterrupt, StuckISR, RXStarvation}
+var Kinds = []Kind{LostKick, LostInterrupt, StuckISR, RXStarvation, DeviceStarved}
 
 // Split ring flags (spec 2.7.6, 2.7.8).
 const (
@@ -45,6 +51,7 @@ type Queue struct {
 	UsedEvent, AvailEvent  uint16
 	EventIdx               bool
 	Sleeping, NeedBuffers  bool   // the device waits for a kick / for RX buffers
+	Rung                   bool   // a kick waits in the device's doorbell, not yet taken
 	SeenAvail              uint16 // avail idx the device had consumed when it went to sleep
 	Wanted, Delivered      uint64 // interrupts the device wanted / the transport delivered
 	ISR                    uint8  // the device's ISR (legacy: one per device)
@@ -73,6 +80,8 @@ func (r Report) String() string {
 			q.ISR, r.For.Round(time.Millisecond), q.ISRReads),
 		RXStarvation: fmt.Sprintf("frames have waited in the backend for %v with no receive buffers posted",
 			r.For.Round(time.Millisecond)),
+		DeviceStarved: fmt.Sprintf("avail idx %d is ahead of the %d the device consumed, its kick has waited in the doorbell for %v, and the device has not run to take it",
+			q.AvailIdx, q.SeenAvail, r.For.Round(time.Millisecond)),
 	}[r.Kind]
 	ev := "off"
 	if q.EventIdx {
@@ -175,8 +184,12 @@ func (w *Watchdog) Observe(now time.Time, samples []Queue, ok bool) {
 		if w.hold[k] == nil {
 			w.hold[k] = map[Kind]*holding{}
 		}
-		w.judge(now, k, LostKick, q, q.Sleeping && q.AvailIdx != q.SeenAvail,
+		behind := q.Sleeping && q.AvailIdx != q.SeenAvail
+		w.judge(now, k, LostKick, q, behind && !q.Rung,
 			[2]uint64{uint64(q.SeenAvail), uint64(q.AvailIdx)}, kickSide(q))
+		w.judge(now, k, DeviceStarved, q, behind && q.Rung,
+			[2]uint64{uint64(q.SeenAvail), uint64(q.AvailIdx)},
+			"host: the device's thread did not run (an overloaded host, or the thread blocked elsewhere); the driver and transport did their part")
 		w.judge(now, k, LostInterrupt, q, q.Wanted > q.Delivered,
 			[2]uint64{q.Delivered}, "host: the device decided to interrupt the driver and the transport never raised the line")
 		// The ISR is per device: judged once, on its first queue.

@@ -36,6 +36,9 @@ func TestDetections(t *testing.T) {
 	}{
 		{"healthy, asleep with nothing new", func(*Queue) {}, "", ""},
 		{"lost kick", func(q *Queue) { q.AvailIdx = 12 }, LostKick, "driver or transport"},
+		// The kick is in the doorbell: nobody lost it; the device's
+		// thread has not run (it used to be blamed on the driver).
+		{"device thread starved", func(q *Queue) { q.AvailIdx, q.Rung = 12, true }, DeviceStarved, "host: the device's thread did not run"},
 		{"lost kick while NO_NOTIFY", func(q *Queue) { q.AvailIdx, q.EventIdx, q.UsedFlags = 12, false, 1 }, LostKick, "device"},
 		{"new buffers, device awake", func(q *Queue) { q.AvailIdx, q.Sleeping = 12, false }, "", ""},
 		{"lost interrupt", func(q *Queue) { q.Wanted = 6 }, LostInterrupt, "host"},

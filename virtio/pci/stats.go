@@ -52,7 +52,9 @@ type QueueStats struct {
 	AvailFlags, UsedFlags, UsedEvent, AvailEvent uint16
 	EventIdx                                     bool
 	// The device goroutine's published state (virtio.Watch).
-	Sleeping, NeedBuffers                                         bool
+	Sleeping, NeedBuffers bool
+	// Rung: a kick waits in the queue's doorbell, not yet taken.
+	Rung                                                          bool
 	SeenAvail                                                     uint16
 	Wanted, SuppressedNoInterrupt, SuppressedEventIdx, KickSupprs uint64
 	// Polled counts waits for work that busy-polling ended (virtio.Watch).
@@ -109,7 +111,7 @@ func (d *Transport) Stats() Stats {
 		c := &d.qcounters[i]
 		qs := QueueStats{Index: i, Size: q.Size, Enabled: d.pfns[i] != 0,
 			Notifies: c.notifies.Load(), EventFDs: d.bells[i].Signals(),
-			Raised: c.raised.Load(), Coalesced: c.coalesced.Load()}
+			Raised: c.raised.Load(), Coalesced: c.coalesced.Load(), Rung: d.bells[i].Pending()}
 		if qs.Enabled {
 			// Split ring layout (spec 2.7.6, 2.7.8): flags, idx, ring,
 			// then the other side's event field after the ring.
