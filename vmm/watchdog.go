@@ -48,6 +48,10 @@ func (m *Machine) watchSample(dst []watchdog.Queue) ([]watchdog.Queue, bool) {
 	}
 	for _, sl := range m.slots {
 		ts := sl.dev.Stats()
+		work := ts.ISRReads
+		for _, q := range ts.Queues {
+			work += uint64(q.AvailIdx)
+		}
 		for _, q := range ts.Queues {
 			if !q.Enabled {
 				continue
@@ -57,7 +61,7 @@ func (m *Machine) watchSample(dst []watchdog.Queue) ([]watchdog.Queue, bool) {
 				UsedEvent: q.UsedEvent, AvailEvent: q.AvailEvent, EventIdx: q.EventIdx,
 				Sleeping: q.Sleeping, NeedBuffers: q.NeedBuffers, SeenAvail: q.SeenAvail, Rung: q.Rung,
 				Wanted: q.Wanted, Delivered: q.Delivered(), ISR: ts.ISR, ISRReads: ts.ISRReads,
-				KicksPort: q.Notifies, KicksEvents: q.EventFDs}
+				KicksPort: q.Notifies, KicksEvents: q.EventFDs, DriverWork: work}
 			if q.NeedBuffers {
 				if p, ok := sl.backend.(interface{ Pending() bool }); ok {
 					wq.RXPending = p.Pending()

@@ -46,17 +46,22 @@ type Queue struct {
 	Name   string // "requests", "rx", "tx"
 
 	// The ring as the guest's memory shows it.
-	AvailIdx, UsedIdx      uint16
-	AvailFlags, UsedFlags  uint16
-	UsedEvent, AvailEvent  uint16
-	EventIdx               bool
-	Sleeping, NeedBuffers  bool   // the device waits for a kick / for RX buffers
-	Rung                   bool   // a kick waits in the device's doorbell, not yet taken
-	SeenAvail              uint16 // avail idx the device had consumed when it went to sleep
-	Wanted, Delivered      uint64 // interrupts the device wanted / the transport delivered
-	ISR                    uint8  // the device's ISR (legacy: one per device)
-	ISRReads               uint64 // the driver's ISR reads so far
-	RXPending              bool   // frames wait in the backend (RX queues)
+	AvailIdx, UsedIdx     uint16
+	AvailFlags, UsedFlags uint16
+	UsedEvent, AvailEvent uint16
+	EventIdx              bool
+	Sleeping, NeedBuffers bool   // the device waits for a kick / for RX buffers
+	Rung                  bool   // a kick waits in the device's doorbell, not yet taken
+	SeenAvail             uint16 // avail idx the device had consumed when it went to sleep
+	Wanted, Delivered     uint64 // interrupts the device wanted / the transport delivered
+	ISR                   uint8  // the device's ISR (legacy: one per device)
+	ISRReads              uint64 // the driver's ISR reads so far
+	RXPending             bool   // frames wait in the backend (RX queues)
+	// DriverWork moves whenever the driver does anything on the queue's
+	// device: it is the sum of every queue's avail idx and the ISR
+	// reads. A driver whose RX ring stays empty while this moves is
+	// busy (an emulated guest kernel under a flood), not stalled.
+	DriverWork             uint64
 	KicksPort, KicksEvents uint64 // for the report
 }
 
@@ -199,7 +204,7 @@ func (w *Watchdog) Observe(now time.Time, samples []Queue, ok bool) {
 				[2]uint64{q.ISRReads}, "driver: its interrupt is pending and it does not read the ISR (not servicing the device)")
 		}
 		w.judge(now, k, RXStarvation, q, q.NeedBuffers && q.RXPending && q.AvailIdx == q.SeenAvail,
-			[2]uint64{uint64(q.AvailIdx)}, "driver-side stall: the driver posts no receive buffers (the device is waiting for them, not lost)")
+			[2]uint64{uint64(q.AvailIdx), q.DriverWork}, "driver-side stall: the driver posts no receive buffers and does nothing else on the device (the device is waiting for them, not lost)")
 	}
 }
 
