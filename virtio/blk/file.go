@@ -11,7 +11,7 @@ import (
 
 // Errors of OpenFile, each a one-line reason the user can act on.
 var (
-	ErrLocked   = errors.New("locked by another process (another govm?)")
+	ErrLocked   = errors.New("locked by another process (another govm, or a QEMU?)")
 	ErrEmpty    = errors.New("is empty (0 bytes)")
 	ErrIsDir    = errors.New("is a directory")
 	ErrReadOnly = errors.New("virtioblk: write to a read-only disk")
@@ -27,9 +27,11 @@ type File struct {
 
 var _ Backend = (*File)(nil)
 
-// OpenFile opens a disk image. It takes a non-blocking flock: exclusive
-// for read-write, shared for read-only (several VMs may share a read-only
-// base image, none may write it meanwhile).
+// OpenFile opens a disk image and locks it as QEMU does (lock.go), so a
+// govm and a QEMU refuse each other's image when either writes it; and
+// with a non-blocking flock, which govm has always taken: exclusive for
+// read-write, shared for read-only (several VMs may share a read-only base
+// image, none may write it meanwhile).
 func OpenFile(path string, readOnly bool) (*File, error) {
 	flag, how := os.O_RDWR, unix.LOCK_EX
 	if readOnly {
@@ -53,6 +55,14 @@ func OpenFile(path string, readOnly bool) (*File, error) {
 			return nil, fmt.Errorf("virtioblk: disk %s is %w", path, ErrLocked)
 		}
 		return nil, fmt.Errorf("virtioblk: disk %s: flock: %w", path, err)
+	}
+	perm, shared := diskPerms(readOnly)
+	if err := lockLikeQEMU(int(f.Fd()), perm, shared); err != nil {
+		f.Close()
+		if errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("virtioblk: disk %s is %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("virtioblk: disk %s: %w", path, err)
 	}
 	// Seek rather than Stat: a block device stats as size 0.
 	size, err := f.Seek(0, io.SeekEnd)

@@ -42,7 +42,7 @@ func TestOpenFileLocks(t *testing.T) {
 				if !errors.Is(err, ErrLocked) {
 					t.Fatalf("second open = %v, want ErrLocked", err)
 				}
-				want := "virtioblk: disk " + p + " is locked by another process (another govm?)"
+				want := "virtioblk: disk " + p + " is locked by another process (another govm, or a QEMU?)"
 				if err.Error() != want {
 					t.Fatalf("message %q, want %q", err, want)
 				}
@@ -123,5 +123,69 @@ func TestFileBackend(t *testing.T) {
 	dev, err := New(ro, Config{ReadOnly: true})
 	if err != nil || dev.Capacity() != 16 {
 		t.Fatalf("New: %v, capacity %d", err, dev.Capacity())
+	}
+}
+
+// TestQEMULockBytes: govm holds the bytes QEMU's file-posix tests, and
+// honours those a QEMU holds (played here by a second open file
+// description taking QEMU's bytes, without any flock).
+func TestQEMULockBytes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(p, make([]byte, 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	held := func(off int64) bool {
+		h, err := ofdHeld(int(probe.Fd()), off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	for _, ro := range []bool{false, true} {
+		f, err := OpenFile(p, ro)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What QEMU looks at: 101 (someone writes), 201 (someone
+		// refuses writers), 100 (someone reads).
+		if held(100) != true || held(101) != !ro || held(201) != true || held(200) || held(203) {
+			t.Errorf("ro=%v: bytes 100 %v 101 %v 200 %v 201 %v 203 %v", ro, held(100), held(101), held(200), held(201), held(203))
+		}
+		f.Close()
+		if held(100) || held(201) {
+			t.Errorf("ro=%v: lock bytes still held after Close", ro)
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		qemuRO, ro bool
+		conflict   bool
+	}{
+		{"QEMU writes, govm reads", false, true, true},
+		{"QEMU writes, govm writes", false, false, true},
+		{"QEMU reads, govm writes", true, false, true},
+		{"QEMU reads, govm reads", true, true, false},
+	} {
+		q, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perm, shared := diskPerms(c.qemuRO)
+		if err := lockLikeQEMU(int(q.Fd()), perm, shared); err != nil {
+			t.Fatalf("%s: the QEMU stand-in could not lock: %v", c.name, err)
+		}
+		f, err := OpenFile(p, c.ro)
+		if c.conflict != errors.Is(err, ErrLocked) {
+			t.Errorf("%s: OpenFile = %v, want conflict %v", c.name, err, c.conflict)
+		}
+		if err == nil {
+			f.Close()
+		}
+		q.Close()
 	}
 }
