@@ -156,6 +156,10 @@ func checkOwnDir(dir int, path string) error {
 	return nil
 }
 
+// DirFD is the O_PATH descriptor of the socket's directory, through which
+// Close removes the socket (a sandbox may allow removals there alone).
+func (s *Socket) DirFD() int { return s.dir }
+
 // viaDir is the socket's path through the directory descriptor.
 func (s *Socket) viaDir() string {
 	return fmt.Sprintf("/proc/self/fd/%d/%s", s.dir, s.base)

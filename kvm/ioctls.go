@@ -104,3 +104,13 @@ func ioctl(fd int, req, arg uintptr) (uintptr, error) {
 		return r, nil
 	}
 }
+
+// RunningIoctls are the KVM ioctls a VM makes once its vCPUs run: the vCPU
+// loop, interrupt lines, queue notifications (ioeventfds registered and
+// removed as drivers set queues up), the exit diagnosis and the emulation
+// fix-ups, the halt check. Everything else is set-up, done before a
+// sandbox closes the rest (package sandbox allows only these).
+func RunningIoctls() []uintptr {
+	return []uintptr{kvmRun, kvmIRQLine, kvmIOEventFD, kvmGetRegs, kvmSetRegs, kvmGetSregs,
+		kvmGetMPState, kvmGetVCPUEvents, kvmSetVCPUEvents}
+}

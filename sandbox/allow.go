@@ -3,68 +3,123 @@ package sandbox
 import (
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/govm/govm/kvm"
 )
 
 // The allow-list: every system call a running govm makes, from the moment
-// the filter is loaded (just before the vCPUs start) to its exit. Set-up
-// (opening /dev/kvm, the kernel, disks, creating taps, mmap of guest RAM)
-// happens before and needs nothing here. Grouped by who needs it; a
-// contributor who adds a code path that makes a new call finds it with
-// --seccomp=audit (see docs/usage.md) and adds it to its group here.
+// the filter is loaded (just before the vCPUs start) to its exit, found by
+// tracing a VM with a disk, a tap, a console and every API call (and
+// contributors' --seccomp=audit runs). Set-up (opening /dev/kvm, the
+// kernel, disks, the tap, the API socket, guest RAM) happens before and
+// needs nothing here. No call on it names a path: nothing is opened,
+// created or removed by name after start.
 var allowed = [][]string{
-	// The vCPU loop: KVM_RUN, KVM_IRQ_LINE, register reads for the exit
-	// diagnosis; also TUN, terminal (TCSETS at exit) and FIONREAD ioctls.
-	{"ioctl"},
-	// Device I/O: disk images (preadv/pwritev, fsync, the flock released
-	// by close), the tap (readv/writev, ppoll with a timeout), eventfds
-	// (ioeventfd kicks, alarms), the console (read stdin, write stdout).
+	// Device and console I/O on descriptors opened at set-up: disk images
+	// (pread/pwrite, fsync), the tap (readv/writev), eventfds (kicks,
+	// alarms, the watchdog's stop), stdin and stdout, the API's
+	// connections; ppoll for a device waiting on its doorbells.
 	{"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev",
-		"fsync", "fdatasync", "flock", "ppoll", "poll", "close", "eventfd2", "lseek",
-		"fstat", "newfstatat", "statx", "fcntl", "openat", "unlinkat", "getdents64", "dup", "dup3"},
-	// Sockets: tap teardown over netlink (vishvananda/netlink), the control
-	// API socket (accept, read, write, shutdown, remove at exit).
-	{"socket", "bind", "listen", "accept4", "connect", "sendto", "recvfrom", "sendmsg",
-		"recvmsg", "getsockname", "getpeername", "getsockopt", "setsockopt", "shutdown"},
-	// The Go runtime: memory (heap growth, stacks, the scavenger), threads
-	// (clone below, arch_prctl sets a new thread's TLS), scheduling,
-	// signals (preemption by SIGURG, SIGUSR1 stats, SIGINT/SIGTERM, the
-	// vCPU kick by tgkill), timers and netpoll, exit.
-	{"mmap", "munmap", "mprotect", "madvise", "mremap", "brk",
-		"futex", "sched_yield", "sched_getaffinity", "nanosleep", "clock_nanosleep",
-		"clock_gettime", "gettimeofday", "getrandom", "getpid", "gettid", "tgkill", "tkill",
+		"fsync", "fdatasync", "ppoll", "poll", "close", "eventfd2", "fstat"},
+	// The API's accepted connections (accept4 is conditioned below).
+	{"getsockname", "shutdown"},
+	// The Go runtime: memory (mmap and mprotect are conditioned below),
+	// scheduling, signals (preemption by SIGURG, SIGUSR1 stats,
+	// SIGINT/SIGTERM; tgkill below), timers and netpoll, exit.
+	{"munmap", "madvise", "brk", "futex", "sched_yield", "sched_getaffinity", "nanosleep",
+		"clock_nanosleep", "clock_gettime", "gettimeofday", "getrandom", "getpid", "gettid",
 		"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "arch_prctl",
-		"epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "pipe2",
-		"restart_syscall", "exit", "exit_group", "uname", "prlimit64", "getrlimit",
-		"membarrier", "rseq"},
-	// glibc, when govm is built with cgo (the default for a dynamically
-	// linked binary): the runtime then starts threads with
-	// pthread_create, which registers its robust futex list.
+		"epoll_ctl", "epoll_wait", "epoll_pwait", "epoll_pwait2", "restart_syscall",
+		"exit", "exit_group", "membarrier", "rseq"},
+	// glibc, when govm is built with cgo: pthread_create registers its
+	// robust futex list.
 	{"set_robust_list"},
 	// GOVM_CPUPROFILE: the profiler's per-thread timers.
 	{"setitimer", "timer_create", "timer_settime", "timer_delete"},
 }
 
-// threadClone is clone(2) for new threads of this process only
-// (CLONE_THREAD, which the Go runtime always passes): no fork, so the
-// filter never has to consider what a child would do.
-//
-// clone3(2) takes its flags in a struct the filter cannot read, so it
-// cannot be allowed for threads only; it fails with ENOSYS instead (see
-// Filter), which makes glibc's pthread_create (a cgo build starts its
-// threads there) fall back to clone(2), as it does on kernels before 5.3.
-var threadClone = seccomp.NameWithConditions{
-	Name: "clone",
-	Conditions: seccomp.ArgumentConditions{{
-		Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_THREAD,
-	}},
+// Params are what the argument conditions need to know of this process:
+// the only targets some calls may have.
+type Params struct {
+	// PID is this process: tgkill may signal its own threads only.
+	PID int
+	// Listener is the API socket's listening descriptor, the only one
+	// accept4 may take connections from; -1 without an API.
+	Listener int
+	// SocketDir is the API socket's directory (an O_PATH descriptor), the
+	// only place unlinkat may remove from (the socket, at exit) and
+	// newfstatat may look (to check it is still ours); -1 without.
+	SocketDir int
 }
 
-// AllowListSize returns how many system calls the filter allows (clone
-// with its condition counted once).
-func AllowListSize() int {
-	n := 1
+// ioctls are the requests a running VM makes: KVM's (kvm.RunningIoctls),
+// the tap's offload settings when a driver activates virtio-net, and the
+// terminal's mode (govm's messages look at it; the console restores it at
+// exit).
+func ioctls() []uint64 {
+	var out []uint64
+	for _, r := range kvm.RunningIoctls() {
+		out = append(out, uint64(r))
+	}
+	return append(out, unix.TUNSETOFFLOAD, unix.TUNSETVNETHDRSZ, unix.TCGETS, unix.TCSETS)
+}
+
+// conditioned returns the calls allowed only with certain arguments.
+func conditioned(p Params) []seccomp.NameWithConditions {
+	eq := func(arg int, v uint64) seccomp.ArgumentConditions {
+		return seccomp.ArgumentConditions{{Argument: uint32(arg), Operation: seccomp.Equal, Value: v}}
+	}
+	// New threads of this process only (CLONE_THREAD, which the Go
+	// runtime always passes): no fork. clone3 takes its flags in a
+	// struct the filter cannot read; it fails with ENOSYS instead (see
+	// Filter), and glibc falls back to clone.
+	out := []seccomp.NameWithConditions{{Name: "clone", Conditions: seccomp.ArgumentConditions{{
+		Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_THREAD}}}}
+	// Memory never made executable.
+	for _, name := range []string{"mmap", "mprotect"} {
+		out = append(out, seccomp.NameWithConditions{Name: name, Conditions: seccomp.ArgumentConditions{{
+			Argument: 2, Operation: seccomp.BitsNotSet, Value: unix.PROT_EXEC}}})
+	}
+	// Signals to this process's threads only.
+	out = append(out, seccomp.NameWithConditions{Name: "tgkill", Conditions: eq(0, uint64(p.PID))})
+	for _, r := range ioctls() {
+		out = append(out, seccomp.NameWithConditions{Name: "ioctl", Conditions: eq(1, r)})
+	}
+	// Descriptor flags only: no F_DUPFD, no locks.
+	for _, c := range []uint64{unix.F_GETFL, unix.F_SETFL, unix.F_GETFD, unix.F_SETFD} {
+		out = append(out, seccomp.NameWithConditions{Name: "fcntl", Conditions: eq(1, c)})
+	}
+	// Naming threads (vCPU threads are named for host accounting).
+	for _, o := range []uint64{unix.PR_SET_NAME, unix.PR_GET_NAME} {
+		out = append(out, seccomp.NameWithConditions{Name: "prctl", Conditions: eq(0, o)})
+	}
+	if p.Listener >= 0 {
+		out = append(out, seccomp.NameWithConditions{Name: "accept4", Conditions: eq(0, uint64(p.Listener))})
+	}
+	if p.SocketDir >= 0 {
+		out = append(out,
+			seccomp.NameWithConditions{Name: "newfstatat", Conditions: eq(0, uint64(p.SocketDir))},
+			seccomp.NameWithConditions{Name: "unlinkat", Conditions: seccomp.ArgumentConditions{
+				{Argument: 0, Operation: seccomp.Equal, Value: uint64(p.SocketDir)},
+				{Argument: 2, Operation: seccomp.Equal, Value: 0}, // a file, not AT_REMOVEDIR
+			}})
+	}
+	return out
+}
+
+// AllowListSize returns how many system calls the filter allows, each
+// counted once whatever its conditions.
+func AllowListSize(p Params) int {
+	n := 0
 	for _, g := range allowed {
 		n += len(g)
+	}
+	seen := map[string]bool{}
+	for _, c := range conditioned(p) {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			n++
+		}
 	}
 	return n
 }

@@ -1,8 +1,18 @@
 // Package sandbox confines a running govm with a seccomp filter: after
-// set-up, every thread may make only the system calls in allow.go. A guest
-// that finds a bug in a device emulator then holds a process that can
-// still do KVM_RUN, disk and tap I/O, and little else: no execve, no fork,
-// no ptrace, no new mounts, no module loading.
+// set-up, every thread may make only the system calls in allow.go, several
+// of them only with the arguments a running VM uses (its own KVM and tap
+// ioctls, signals to its own threads, memory never executable, accept on
+// its API socket, a removal only in that socket's directory). A guest that
+// finds a bug in a device emulator then holds a process that can still do
+// KVM_RUN, disk and tap I/O, and little else: no open, create or delete
+// of any path, no new socket, no signal to another process, no execve,
+// fork or ptrace, no mounts or modules.
+//
+// One filter for every thread: filters are per thread, but a thread the Go
+// runtime starts inherits the filter of the thread that started it, and
+// any thread (a vCPU's among them) may start one, which then runs any
+// goroutine. A stricter filter on vCPU threads would end up on I/O
+// threads and kill govm there.
 //
 // The filter is built by github.com/elastic/go-seccomp-bpf (no hand-written
 // BPF) and loaded with SECCOMP_FILTER_FLAG_TSYNC, so it covers every OS
@@ -62,14 +72,14 @@ func (m Mode) String() string {
 	return "on"
 }
 
-// Filter returns the filter for mode m (On or Audit).
+// Filter returns the filter for mode m (On or Audit) and process p.
 //
 // The default action is a trap (SIGSYS to the calling thread), not
 // SECCOMP_RET_KILL_PROCESS and not an EPERM: a kill leaves only a kernel
 // audit record that most users never see, and an EPERM lets govm go on
 // with a failed close or write it cannot explain. The trap kills govm
 // through the Go runtime, which prints which call it was and where.
-func Filter(m Mode) seccomp.Filter {
+func Filter(m Mode, p Params) seccomp.Filter {
 	def := seccomp.ActionTrap
 	if m == Audit {
 		def = seccomp.ActionLog
@@ -86,10 +96,17 @@ func Filter(m Mode) seccomp.Filter {
 			Syscalls: []seccomp.SyscallGroup{{
 				Action:             seccomp.ActionAllow,
 				Names:              names,
-				NamesWithCondtions: []seccomp.NameWithConditions{threadClone},
+				NamesWithCondtions: conditioned(p),
+			}, {
+				// Opening a path fails, but does not kill: govm opens
+				// nothing after start, and glibc (a cgo build) tries
+				// /sys/devices/system/cpu/online when a new thread
+				// first allocates, and copes with the error.
+				Action: seccomp.ActionErrno | seccomp.Action(unix.EPERM),
+				Names:  []string{"open", "openat", "openat2", "creat"},
 			}, {
 				// As if the kernel were older than clone3: callers
-				// fall back to clone (allow.go, threadClone).
+				// fall back to clone (allow.go).
 				Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS),
 				Names:  []string{"clone3"},
 			}},
@@ -97,16 +114,16 @@ func Filter(m Mode) seccomp.Filter {
 	}
 }
 
-// Install loads the filter for m into every thread of the process; Off
-// does nothing. It cannot be undone.
-func Install(m Mode) error {
+// Install loads the filter for m and p into every thread of the process;
+// Off does nothing. It cannot be undone.
+func Install(m Mode, p Params) error {
 	if m == Off {
 		return nil
 	}
 	if !seccomp.Supported() {
 		return ErrUnsupported
 	}
-	if err := seccomp.LoadFilter(Filter(m)); err != nil {
+	if err := seccomp.LoadFilter(Filter(m, p)); err != nil {
 		return fmt.Errorf("sandbox: load seccomp filter: %w", err)
 	}
 	return nil

@@ -197,7 +197,7 @@ func runVM(cmd *cobra.Command, f *runFlags) (err error) {
 		close(statsQuit)
 		<-statsDone
 	}()
-	if err := startSandbox(sbMode); err != nil {
+	if err := startSandbox(sbMode, ln, sock); err != nil {
 		return err
 	}
 	sm.run(m)
