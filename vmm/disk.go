@@ -21,5 +21,11 @@ func (m *Machine) openDisk(d DiskConfig, what string) (*virtioblk.Device, *virti
 		f.Close()
 		return nil, nil, inputErrorf("--disk %s: %w", d.Path, err)
 	}
+	// virtio-blk counts in 512-byte sectors (spec 5.2.4, capacity): a
+	// tail shorter than a sector is out of the guest's reach.
+	if size, err := f.Size(); err == nil && size%virtioblk.SectorSize != 0 {
+		m.logf("%s: %d bytes is not a multiple of %d: the guest sees %d bytes, not the last %d", what,
+			size, virtioblk.SectorSize, size-size%virtioblk.SectorSize, size%virtioblk.SectorSize)
+	}
 	return dev, f, nil
 }
