@@ -43,6 +43,11 @@ type Activation struct {
 	// after closing its Stop channel, to wake its sleeping goroutines.
 	Bells []*Doorbell
 	Intr  Interrupt
+	// Member is the device goroutine's place at the machine's pause gate
+	// (nil: none): it waits there (Server.Member, Member.Hold) and parks
+	// before it sleeps (Member.Idle, Wake), so a pause can wait until
+	// the device is quiet. A device with one goroutine uses it as is.
+	Member *Member
 }
 
 // Device is a virtio device behind any transport.

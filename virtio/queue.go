@@ -63,7 +63,6 @@ type Queue struct {
 	chains   []Chain
 	inFlight int
 
-	gate  *Gate  // holds Pop while the VM is paused; kept across Reset
 	watch *Watch // what the watchdog samples; kept across Reset
 }
 
@@ -122,12 +121,8 @@ func (q *Queue) EventIdx() bool { return q.eventIdx }
 // Reset returns the queue to its initial, unconfigured state (spec 2.4:
 // a device reset forgets the rings and every index).
 func (q *Queue) Reset() {
-	*q = Queue{maxSize: q.maxSize, Size: q.maxSize, Index: q.Index, gate: q.gate, watch: q.watch}
+	*q = Queue{maxSize: q.maxSize, Size: q.maxSize, Index: q.Index, watch: q.watch}
 }
-
-// SetGate makes Pop wait while g is closed (nil: never). Set it before the
-// device runs.
-func (q *Queue) SetGate(g *Gate) { q.gate = g }
 
 // Validate checks the configuration the driver wrote (spec 2.7, table
 // "Virtqueue Part Alignment"): the size is a power of 2 within MaxSize,

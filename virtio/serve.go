@@ -73,6 +73,9 @@ type Server struct {
 	// Poll, if set, is Serve's busy-poll window: Serve watches the ring
 	// with kicks off for that long before it sleeps.
 	Poll *Poller
+	// Member is the goroutine's place at the pause gate
+	// (Activation.Member); nil: never held.
+	Member *Member
 
 	own     NotifyCounters
 	pending int // chains used since the last interrupt decision
@@ -85,8 +88,8 @@ func (s *Server) counters() *NotifyCounters {
 	return &s.own
 }
 
-// Hold waits while the VM is paused (Queue.Hold), or until Stop closes.
-func (s *Server) Hold() { s.Queue.Hold(s.Stop) }
+// Hold waits while the VM is paused (Member.Hold), or until Stop closes.
+func (s *Server) Hold() { s.Member.Hold(s.Stop) }
 
 // Stopped reports whether Stop is closed.
 func (s *Server) Stopped() bool {
@@ -264,9 +267,13 @@ func (s *Server) drain(handle Handler, budget int) (stopped, spent bool, err err
 func (s *Server) sleep() bool {
 	s.Sleeping()
 	// This thread blocks in ppoll on the doorbell: a kick wakes it and
-	// no other (see Doorbell).
+	// no other (see Doorbell). Parked meanwhile: a pause need not wait
+	// for a kick, and the wakeup goes through the gate.
+	s.Member.Idle()
 	s.Bell.Wait()
-	return s.Woke(true)
+	ok := s.Woke(true)
+	s.Member.Wake(s.Stop)
+	return ok
 }
 
 // Sleeping tells the watchdog the queue is about to sleep on its kick, and

@@ -1,7 +1,9 @@
 package vmm
 
 import (
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,9 +96,16 @@ func (m *Machine) stopped() bool {
 	}
 }
 
-// Pause stops the vCPUs and the device goroutines' use of the rings. It
-// returns once every vCPU is out of KVM_RUN. A request a device already
-// took finishes; nothing new is taken until Resume.
+// parkWait bounds how long Pause waits for the devices to park after the
+// vCPUs: a request the host does not finish (a stalled disk) fails the
+// pause rather than hanging it.
+const parkWait = 5 * time.Second
+
+// Pause stops the vCPUs and the devices. It returns once every vCPU is out
+// of KVM_RUN and every device goroutine is parked (virtio.Gate.Settle): a
+// request a device already took has finished its I/O, and nothing new is
+// taken, published or written until Resume. A device that does not park
+// within parkWait fails the pause, and the VM runs on.
 func (m *Machine) Pause() error {
 	m.pauseMu.Lock()
 	defer m.pauseMu.Unlock()
@@ -118,6 +127,17 @@ func (m *Machine) Pause() error {
 		case <-m.done:
 			return api.ErrNotRunning
 		}
+	}
+	busy := m.gate.Settle(parkWait, m.done)
+	if m.stopped() {
+		return api.ErrNotRunning
+	}
+	if busy != nil {
+		m.pauseCh.Store(nil)
+		m.gate.Open()
+		close(ch)
+		return fmt.Errorf("%s did not park within %v: a request is still at work on the host (a disk whose I/O does not return?); the VM runs on",
+			strings.Join(busy, ", "), parkWait)
 	}
 	return nil
 }

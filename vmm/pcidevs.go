@@ -123,7 +123,7 @@ func (m *Machine) addVirtio(dev virtio.Device, backend io.Closer, what string) e
 		return fmt.Errorf("vmm: %s: %w", what, err)
 	}
 	// From here on the slot's close undoes everything.
-	pd.SetGate(m.gate)
+	pd.SetGate(m.gate, what)
 	pd.SetFaults(m.cfg.Faults)
 	m.slots = append(m.slots, pciSlot{slot: slot, irq: irqNum, dev: pd, backend: backend, what: what})
 	// Kicks through an ioeventfd skip the exit to user space; without it

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -110,4 +112,65 @@ func TestDiskPartialSector(t *testing.T) {
 	if o.ExitCode != 1 || strings.Count(o.Stderr, want) != 1 {
 		t.Fatalf("exit %d, stderr:\n%s\nwant once: %s", o.ExitCode, o.Stderr, want)
 	}
+}
+
+// TestPauseWaitsForDisk: a pause returns only once every device has
+// parked. With the guest's write stuck in the host's file system, pause
+// fails after its bound (5 s), naming the disk, and the VM runs on; a
+// second pause waits for the write and succeeds once the file system lets
+// it return, after which the image does not change until resume. (govm
+// used to report paused at once while the write was still in flight, so
+// an image copied "while paused" could miss it.)
+func TestPauseWaitsForDisk(t *testing.T) {
+	needKVM(t)
+	fs := faultfs.MountT(t, 1<<20)
+	fs.Stall(faultfs.Write)
+	sock := filepath.Join(shortTemp(t), "vm.sock")
+	v := startVM(t, 120*time.Second, []string{govmBin, "run", "--kernel", testKernel, "--no-default-params",
+		"--debug-exit", "--disk", fs.Path, "--api-socket", sock,
+		"-p", "test=blk-write blk.write_start=100 blk.write_count=16"})
+	waitFor(t, 30*time.Second, "the guest's write to reach the file system", func() bool { return fs.Stalled() > 0 })
+
+	start := time.Now()
+	_, errs, st := govmCmd(t, "pause", sock)
+	took := time.Since(start)
+	if st == 0 || !strings.Contains(errs, "disk 0 (") || !strings.Contains(errs, "did not park within 5s") || took < 4*time.Second {
+		t.Fatalf("pause with a write in flight: exit %d after %v, want a failure naming disk 0 after 5 s\n%s", st, took, errs)
+	}
+	if _, errs, st := govmCmd(t, "resume", sock); st == 0 || !strings.Contains(errs, "not paused") {
+		t.Fatalf("resume after the failed pause: exit %d, %s (want: not paused, the VM runs on)", st, errs)
+	}
+
+	paused := make(chan error, 1)
+	go func() {
+		_, errs, st := govmCmd(t, "pause", sock)
+		if st != 0 {
+			paused <- fmt.Errorf("exit %d: %s", st, errs)
+			return
+		}
+		paused <- nil
+	}()
+	time.Sleep(time.Second)
+	select {
+	case err := <-paused:
+		t.Fatalf("pause returned with the write still in flight (%v)", err)
+	default:
+	}
+	fs.Release()
+	if err := <-paused; err != nil {
+		t.Fatalf("pause after the write returned: %v", err)
+	}
+	img := fs.Bytes()
+	time.Sleep(500 * time.Millisecond)
+	if !bytes.Equal(img, fs.Bytes()) || fs.Stalled() != 0 {
+		t.Fatal("the image changed while paused")
+	}
+	if _, errs, st := govmCmd(t, "resume", sock); st != 0 {
+		t.Fatalf("resume: %s", errs)
+	}
+	o := v.wait(t)
+	if o.ExitCode != 1 {
+		t.Fatalf("exit %d, want 1 (the guest passed)", o.ExitCode)
+	}
+	result(t, o, "blk-write")
 }

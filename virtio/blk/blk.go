@@ -217,7 +217,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 	d.stop, d.done = make(chan struct{}), make(chan struct{})
 	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
 		Bell: a.Bells[0], Intr: a.Intr, Stop: d.stop, Batch: decisionBatch(a.Features),
-		Counters: &d.notify, Poll: &virtio.Poller{Max: d.cfg.PollMax}}}
+		Counters: &d.notify, Poll: &virtio.Poller{Max: d.cfg.PollMax}, Member: a.Member}}
 	d.bell = a.Bells[0]
 	go w.run(d.done)
 	return nil

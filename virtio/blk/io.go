@@ -37,6 +37,7 @@ func (w *worker) run(done chan<- struct{}) {
 	defer close(done)
 	if err := w.srv.Serve(w.handle); err != nil {
 		w.srv.Intr.DeviceError(err)
+		w.srv.Member.Idle() // it serves nothing more: a pause need not wait
 		<-w.srv.Stop
 	}
 }

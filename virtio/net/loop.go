@@ -187,10 +187,14 @@ func (l *loop) sleep(txLive, rxLive bool) error {
 	if txLive {
 		l.tx.Sleeping()
 	}
+	// Parked while asleep: a pause need not wait for a kick or a frame,
+	// and the wakeup goes through the gate before either queue's ring.
+	l.tx.Member.Idle()
 	l.w.Wait(l.bells[:], l.rung[:], fds, l.ready[:len(fds)], timeout)
 	if txLive {
 		l.tx.Woke(l.rung[TXQueue])
 	}
+	l.tx.Member.Wake(l.stop)
 	if rxLive {
 		return l.rx.woke(l.rung[RXQueue])
 	}

@@ -73,7 +73,7 @@ type vq struct {
 
 func newVQ(d *Device, a virtio.Activation, idx int, c *counters) vq {
 	return vq{Server: virtio.Server{Mem: a.Mem, Queue: a.Queues[idx], Bell: a.Bells[idx],
-		Intr: a.Intr, Stop: d.stop, Batch: batchMax, Counters: &c.notify}, c: c}
+		Intr: a.Intr, Stop: d.stop, Batch: batchMax, Counters: &c.notify, Member: a.Member}, c: c}
 }
 
 // fail reports an error that stops this queue: guest misbehaviour or a dead

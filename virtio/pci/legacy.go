@@ -114,6 +114,11 @@ type Transport struct {
 	guestFeatures uint32
 	sel           uint16
 	active        bool
+	// gate is the machine's pause gate (SetGate); member the device
+	// goroutine's place at it while active.
+	gate     *virtio.Gate
+	gateName string
+	member   *virtio.Member
 
 	// intMu guards status and isr, and orders line changes with them.
 	// Never held while calling into the device.
@@ -201,13 +206,12 @@ func (d *Transport) KickQueue(q int) {
 // NumQueues is the number of virtqueues the device has.
 func (d *Transport) NumQueues() int { return len(d.queues) }
 
-// SetGate makes every queue's Pop wait while g is closed (govm pause).
-func (d *Transport) SetGate(g *virtio.Gate) {
+// SetGate makes the device's goroutine a member of g (govm pause) from its
+// next activation on, under name (the machine's name for the device).
+func (d *Transport) SetGate(g *virtio.Gate, name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, q := range d.queues {
-		q.SetGate(g)
-	}
+	d.gate, d.gateName = g, name
 }
 
 // Status returns the device status byte (for diagnostics and tests).
@@ -364,12 +368,15 @@ func (d *Transport) activate() {
 		d.queues[n].SetFeatures(feat)
 		n++
 	}
-	err := d.dev.Activate(virtio.Activation{Mem: d.mem, Features: feat, Queues: d.queues[:n], Bells: d.bells[:n:n], Intr: d})
+	member := d.gate.Join(d.gateName)
+	err := d.dev.Activate(virtio.Activation{Mem: d.mem, Features: feat, Queues: d.queues[:n], Bells: d.bells[:n:n],
+		Intr: d, Member: member})
 	if err != nil {
+		member.Leave()
 		d.guestError(fmt.Errorf("activate with %d queues, features %#x: %w", n, feat, err))
 		return
 	}
-	d.active = true
+	d.active, d.member = true, member
 }
 
 // Reset stops the device and returns the transport to its power-on state,
@@ -390,6 +397,8 @@ func (d *Transport) Reset() {
 // Called with d.mu held.
 func (d *Transport) reset() {
 	d.dev.Reset() // waits for the device goroutines: no Signal* after this
+	d.member.Leave()
+	d.member = nil
 	for i, q := range d.queues {
 		q.Reset()
 		d.pfns[i] = 0
