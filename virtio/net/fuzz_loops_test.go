@@ -40,7 +40,8 @@ func (s *sockBackend) SetOffload(uint) error             { return nil }
 
 // fuzzRAM is the guest RAM of one input: the RX rings at page 1, the TX
 // rings at page 9, and buffers anywhere (descriptor addresses come from
-// the input).
+// the input). The input gives it as patches over zeroed RAM
+// (virtiotest.LoadPatches).
 const (
 	fuzzRAM   = 128 << 10
 	fuzzRXPFN = 1
@@ -59,7 +60,7 @@ const (
 // Input: [0] features selector, [1] RX size log2, [2] TX size log2,
 // [3] frame count (low 3 bits; bit 7: the loop busy-polls, Config.PollMax,
 // so its spin reads the hostile rings too), then per frame a le16 length,
-// then the memory image.
+// then the memory as patches.
 func FuzzRXTXLoops(f *testing.F) {
 	f.Add([]byte{0, 8, 8, 0})
 	f.Add(seedLoops(0x01, 4, 4, [][]byte{make([]byte, 60)}))
@@ -96,12 +97,18 @@ func TestLoopsRigMovesFrames(t *testing.T) {
 // seedLoops builds an input whose rings hold well-formed chains: one RX
 // buffer per descriptor and one TX frame per descriptor.
 func seedLoops(feat, rxLog, txLog byte, frames [][]byte) []byte {
+	return seedLoopsEdit(feat, rxLog, txLog, frames, nil)
+}
+
+// seedLoopsEdit is seedLoops with edit applied to the memory image (indexed
+// by guest physical address) before it is encoded.
+func seedLoopsEdit(feat, rxLog, txLog byte, frames [][]byte, edit func(mem []byte)) []byte {
 	in := []byte{feat, rxLog, txLog, byte(len(frames))}
 	for _, fr := range frames {
 		in = binary.LittleEndian.AppendUint16(in, uint16(len(fr)))
 	}
-	mem := make([]byte, fuzzRAM-0x1000)
-	put16 := func(gpa uint64, v uint16) { binary.LittleEndian.PutUint16(mem[gpa-0x1000:], v) }
+	mem := make([]byte, fuzzRAM)
+	put16 := func(gpa uint64, v uint16) { binary.LittleEndian.PutUint16(mem[gpa:], v) }
 	for _, q := range []struct {
 		pfn  uint32
 		lg   byte
@@ -111,7 +118,7 @@ func seedLoops(feat, rxLog, txLog byte, frames [][]byte) []byte {
 		size := uint16(1) << (q.lg % 9)
 		desc, avail, _ := virtio.LegacyRingAddrs(q.pfn, size)
 		for i := uint16(0); i < size; i++ {
-			d := desc + 16*uint64(i) - 0x1000
+			d := desc + 16*uint64(i)
 			binary.LittleEndian.PutUint64(mem[d:], q.buf+uint64(i)*256)
 			binary.LittleEndian.PutUint32(mem[d+8:], 256)
 			binary.LittleEndian.PutUint16(mem[d+12:], q.flag)
@@ -119,20 +126,22 @@ func seedLoops(feat, rxLog, txLog byte, frames [][]byte) []byte {
 		}
 		put16(avail+2, size)
 	}
-	return append(in, mem...)
+	if edit != nil {
+		edit(mem)
+	}
+	return append(in, virtiotest.Patches(mem)...)
 }
 
 // seedRXHeadRepeated is seedLoops with MRG_RXBUF whose RX ring offers head
 // 0 four times, and a frame that needs three of its 256-byte buffers: RX
 // holds head 0 when the ring offers it again (virtio.ErrHeadInFlight).
 func seedRXHeadRepeated() []byte {
-	in := seedLoops(0x01, 2, 2, [][]byte{make([]byte, 600)})
-	mem := in[4+2:]
-	_, avail, _ := virtio.LegacyRingAddrs(fuzzRXPFN, 4)
-	for i := uint64(0); i < 4; i++ {
-		binary.LittleEndian.PutUint16(mem[avail+4+2*i-0x1000:], 0)
-	}
-	return in
+	return seedLoopsEdit(0x01, 2, 2, [][]byte{make([]byte, 600)}, func(mem []byte) {
+		_, avail, _ := virtio.LegacyRingAddrs(fuzzRXPFN, 4)
+		for i := uint64(0); i < 4; i++ {
+			binary.LittleEndian.PutUint16(mem[avail+4+2*i:], 0)
+		}
+	})
 }
 
 // runLoops runs one input. With until, it waits (up to 10 s) for until to
@@ -152,7 +161,7 @@ func runLoops(t *testing.T, in []byte, until func(Stats) bool) (Stats, int) {
 		frames = append(frames, fr)
 	}
 	ram := make([]byte, fuzzRAM)
-	copy(ram[0x1000:], in)
+	virtiotest.LoadPatches(ram, in)
 	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: ram})
 	if err != nil {
 		t.Fatal(err)

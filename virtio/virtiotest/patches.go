@@ -2,11 +2,11 @@ package virtiotest
 
 import (
 	"bytes"
-	"encoding/binary"
 )
 
-// LoadPatches fills ram from a fuzz input's patches: each is a le16 guest
-// physical address (modulo len(ram)), a length byte n and n bytes (cut at
+// LoadPatches fills ram from a fuzz input's patches: each is a 3-byte
+// little-endian guest physical address (modulo len(ram)), a length byte n
+// and n bytes (cut at
 // the end of the input and of ram). Later patches overwrite earlier ones;
 // ram no patch covers keeps what it held.
 //
@@ -15,9 +15,9 @@ import (
 // minimizer, which runs an input about once per byte, then spends the
 // fuzzing time minimizing instead of exploring.
 func LoadPatches(ram, p []byte) {
-	for len(p) >= 3 {
-		gpa, n := int(binary.LittleEndian.Uint16(p))%len(ram), int(p[2])
-		p = p[3:]
+	for len(p) >= 4 {
+		gpa, n := (int(p[0])|int(p[1])<<8|int(p[2])<<16)%len(ram), int(p[3])
+		p = p[4:]
 		n = min(n, len(p))
 		copy(ram[gpa:], p[:n])
 		p = p[n:]
@@ -26,7 +26,7 @@ func LoadPatches(ram, p []byte) {
 
 // Patches encodes ram's non-zero bytes for LoadPatches (over zeroed ram):
 // how seeds built as memory images become fuzz inputs. ram must be at most
-// 64 KiB, the reach of a patch's address.
+// 16 MiB, the reach of a patch's address.
 func Patches(ram []byte) []byte {
 	var out []byte
 	for i := 0; i < len(ram); {
@@ -43,8 +43,7 @@ func Patches(ram []byte) []byte {
 			}
 		}
 		end = i + len(bytes.TrimRight(ram[i:end], "\x00"))
-		out = binary.LittleEndian.AppendUint16(out, uint16(i))
-		out = append(out, byte(end-i))
+		out = append(out, byte(i), byte(i>>8), byte(i>>16), byte(end-i))
 		out = append(out, ram[i:end]...)
 		i = end
 	}

@@ -8,7 +8,7 @@ import (
 // TestPatchesRoundTrip: an image encoded by Patches loads back unchanged,
 // including runs longer than one patch and zero gaps inside a run.
 func TestPatchesRoundTrip(t *testing.T) {
-	ram := make([]byte, 64<<10)
+	ram := make([]byte, 128<<10) // addresses past 64 KiB too
 	for i := 0x1000; i < 0x1400; i++ {
 		ram[i] = byte(i%7 + 1)
 	}
