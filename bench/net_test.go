@@ -334,6 +334,9 @@ func nullRun(b *testing.B, ns, mode string) (sample, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := v.Cmd.Process.Signal(nullRelease); err != nil {
+		return nil, fmt.Errorf("null VMM: %w", err)
+	}
 	if status, err := v.Wait(30 * time.Second); err != nil || status != 0 {
 		return nil, fmt.Errorf("null VMM: exit %d, %v\nstderr: %s", status, err, v.Stderr())
 	}

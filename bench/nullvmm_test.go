@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +88,11 @@ func nullVMM(mode string) error {
 	if err != nil {
 		return err
 	}
+	// The bench samples this process's CPU at each phase's RESULT line,
+	// the last one included: it ends only when released (nullRelease), so
+	// neither the stand-in vCPU thread nor the process is gone by then.
+	release := make(chan os.Signal, 1)
+	signal.Notify(release, nullRelease)
 	stop := standInVCPU(mode == "spin")
 	defer stop()
 	runtime.LockOSThread() // this thread is the I/O thread
@@ -114,8 +121,16 @@ func nullVMM(mode string) error {
 		fmt.Printf("RESULT %s pass size=%d pkts=%d us=%d pps=%d\n", ph.result, ph.size, pkts, d.Microseconds(), pps)
 	}
 	fmt.Println("RESULT net-bench pass")
-	return nil
+	select {
+	case <-release:
+		return nil
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("not released (%v) within 60 s of the last phase", nullRelease)
+	}
 }
+
+// nullRelease tells the null VMM that the bench has taken its last sample.
+const nullRelease = syscall.SIGUSR1
 
 // standInVCPU starts the thread named vcpu0 (so ReadCPU counts it as the
 // vCPU), spinning or asleep until stop, and returns once it has its name.
