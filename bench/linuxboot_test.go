@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govm/govm/cpu"
+	"github.com/govm/govm/arch/x86/cpu"
 )
 
 // BenchmarkLinuxBoot: govm and QEMU boot the same minimal Linux (the

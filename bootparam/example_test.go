@@ -3,7 +3,7 @@ package bootparam
 import (
 	"fmt"
 
-	"github.com/govm/govm/layout"
+	"github.com/govm/govm/arch/x86/layout"
 )
 
 // The boot path as vmm uses it: load the kernel, build the command line,

@@ -3,7 +3,7 @@ package bootparam
 import (
 	"testing"
 
-	"github.com/govm/govm/layout"
+	"github.com/govm/govm/arch/x86/layout"
 )
 
 // FuzzLoad feeds arbitrary bytes to Load: a kernel image comes from the

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/govm/govm/layout"
+	"github.com/govm/govm/arch/x86/layout"
 )
 
 // bz describes a crafted bzImage for tests.

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/govm/govm/arch/x86/layout"
 	"github.com/govm/govm/bootparam/decompress"
-	"github.com/govm/govm/layout"
 )
 
 // Where the loader puts a kernel. The addresses are package layout's: a

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/govm/govm/arch/x86/layout"
 	"github.com/govm/govm/bootparam/decompress"
-	"github.com/govm/govm/layout"
 )
 
 func TestLoadDebian(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/govm/govm/layout"
+	"github.com/govm/govm/arch/x86/layout"
 )
 
 // Offsets in struct boot_params (Documentation/x86/zero-page.rst) that are

@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/govm/govm/layout"
+	"github.com/govm/govm/arch/x86/layout"
 )
 
 func TestE820Map(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/govm/govm/arch/x86/layout"
 	"github.com/govm/govm/bootparam"
 	"github.com/govm/govm/guestmem"
-	"github.com/govm/govm/layout"
 )
 
 // bootInfo is what loading the kernel produced, for the log line and the

@@ -3,7 +3,7 @@ package vmm
 import (
 	"os"
 
-	"github.com/govm/govm/mptable"
+	"github.com/govm/govm/arch/x86/mptable"
 	virtioblk "github.com/govm/govm/virtio/blk"
 )
 
@@ -75,3 +75,12 @@ func fileKind(m os.FileMode) string {
 func (d DiskConfig) blkConfig() virtioblk.Config {
 	return virtioblk.Config{ReadOnly: d.ReadOnly, Serial: d.Serial, Withhold: d.Withhold}
 }
+
+// KernelParams is govm's default guest command line, prepended to the
+// user's (like kvmtool's), for the machine govm assembles:
+// console on COM1 from the first line, reboot through the i8042 (which ends
+// govm), no ACPI (govm describes the machine with an MP table), PCI
+// configuration mechanism 1, and i8042 options that skip the slow probes of
+// devices govm does not have.
+const KernelParams = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k panic=1 pci=conf1 acpi=off " +
+	"i8042.direct=1 i8042.dumbkbd=1 i8042.nopnp=1 i8042.noaux=1"

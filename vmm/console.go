@@ -3,7 +3,7 @@ package vmm
 import (
 	"os"
 
-	"github.com/govm/govm/serial"
+	"github.com/govm/govm/hw/serial"
 )
 
 func startConsole(in *os.File, uart *serial.UART, quit func()) (func(), error) {

@@ -4,15 +4,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/govm/govm/cmos"
-	"github.com/govm/govm/debugexit"
-	"github.com/govm/govm/i8042"
+	"github.com/govm/govm/arch/x86/layout"
+	"github.com/govm/govm/arch/x86/mptable"
+	"github.com/govm/govm/hw/cmos"
+	"github.com/govm/govm/hw/debugexit"
+	"github.com/govm/govm/hw/i8042"
+	"github.com/govm/govm/hw/portsink"
+	"github.com/govm/govm/hw/serial"
 	"github.com/govm/govm/iobus"
 	"github.com/govm/govm/irq"
-	"github.com/govm/govm/layout"
-	"github.com/govm/govm/mptable"
-	"github.com/govm/govm/portsink"
-	"github.com/govm/govm/serial"
 )
 
 // Legacy PC ports and ISA IRQs. (The debug-exit port is package

@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/govm/govm/arch/x86/layout"
 	"github.com/govm/govm/guestmem"
-	"github.com/govm/govm/layout"
 )
 
 // minMemSize is the smallest --mem: below it not even the test kernel fits.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/govm/govm/arch/x86/mptable"
 	"github.com/govm/govm/irq"
-	"github.com/govm/govm/mptable"
 	"github.com/govm/govm/pci"
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"

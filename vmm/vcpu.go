@@ -5,10 +5,10 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/govm/govm/cpu"
+	"github.com/govm/govm/arch/x86/cpu"
+	"github.com/govm/govm/arch/x86/layout"
 	"github.com/govm/govm/internal/yield"
 	"github.com/govm/govm/kvm"
-	"github.com/govm/govm/layout"
 )
 
 func (m *Machine) setupVCPUs() error {

@@ -3,8 +3,8 @@ package vmm
 import (
 	"fmt"
 
+	"github.com/govm/govm/hw/pvpanic"
 	"github.com/govm/govm/pci"
-	"github.com/govm/govm/pvpanic"
 )
 
 // ExitKind classifies why a VM ended; the values are the exit_reason words

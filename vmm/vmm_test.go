@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/govm/govm/arch/x86/layout"
 	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/kvm"
-	"github.com/govm/govm/layout"
 	virtiopci "github.com/govm/govm/virtio/pci"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/govm/govm/cpu"
+	"github.com/govm/govm/arch/x86/cpu"
 	"github.com/govm/govm/kvm"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/govm/govm/cpu"
+	"github.com/govm/govm/arch/x86/cpu"
 	linuxguest "github.com/govm/govm/guest/linux"
 )
 

@@ -18,17 +18,10 @@ import (
 
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/internal/outq"
+	"github.com/govm/govm/internal/size"
 	"github.com/govm/govm/sandbox"
 	"github.com/govm/govm/vmm"
 )
-
-// defaultParams is prepended to the guest command line (like kvmtool's):
-// console on COM1 from the first line, reboot through the i8042 (which ends
-// govm), no ACPI (govm describes the machine with an MP table), PCI
-// configuration mechanism 1, and i8042 options that skip the slow probes of
-// devices govm does not have.
-const defaultParams = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k panic=1 pci=conf1 acpi=off " +
-	"i8042.direct=1 i8042.dumbkbd=1 i8042.nopnp=1 i8042.noaux=1"
 
 type runFlags struct {
 	kernel, initrd, params, mem, name string
@@ -66,7 +59,7 @@ func newRunCmd() *cobra.Command {
 	fl.StringVarP(&f.kernel, "kernel", "k", "", "kernel image: bzImage or ELF vmlinux (default: ./bzImage, ./arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r))")
 	fl.StringVarP(&f.initrd, "initrd", "i", "", "initial ramdisk to load")
 	fl.StringVarP(&f.params, "params", "p", "", "kernel command line, appended to govm's defaults")
-	fl.BoolVar(&f.noDefaultParams, "no-default-params", false, "do not prepend govm's default command line ("+defaultParams+")")
+	fl.BoolVar(&f.noDefaultParams, "no-default-params", false, "do not prepend govm's default command line ("+vmm.KernelParams+")")
 	fl.StringVarP(&f.mem, "mem", "m", "512M", "guest RAM size, with K/M/G/T suffix (a bare number is MiB)")
 	fl.IntVarP(&f.cpus, "cpus", "c", 1, "number of vCPUs")
 	fl.StringVar(&f.name, "name", "", "VM name (default guest-<pid>)")
@@ -232,7 +225,7 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 		}
 		f.initrd = initrd
 	}
-	mem, err := parseSize(f.mem)
+	mem, err := size.Parse(f.mem)
 	if err != nil {
 		return vmm.Config{}, fmt.Errorf("--mem: %w", err)
 	}
@@ -273,7 +266,7 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 		return vmm.Config{}, err
 	}
 	if !f.noDefaultParams {
-		cfg.DefaultParams = defaultParams
+		cfg.DefaultParams = vmm.KernelParams
 		cfg.HostParams = true
 	}
 	for _, d := range f.disks {

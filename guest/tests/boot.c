@@ -89,7 +89,7 @@ DEFINE_TEST(boot, .name = "boot", .run = run, .in_all = true);
 
 /* tsc (not in `all`): the TSC rate lib/tsc.c measured against the PIT, how,
  * and how many PIT measurements it threw away because the host did not run
- * this vCPU through them. cmd/govm TestTSCCalibrationUnderPreemption boots
+ * this vCPU through them. e2e TestTSCCalibrationUnderPreemption boots
  * it with govm stopped most of the time. Fails on the 1 GHz default (no
  * PIT). Not part of `boot`: calibrating adds 50 ms or more, and the boot
  * benchmark times test=boot. */

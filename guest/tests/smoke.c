@@ -1,5 +1,5 @@
 /* CI smoke-test helpers (not in `all`): the console lines and exit paths
- * govm's boot smoke-test support must recognise (cmd/govm smoke tests).
+ * govm's boot smoke-test support must recognise (e2e smoke tests).
  *
  *   splat    prints, for each kind in splat.kinds= (comma list), the first
  *            line of that Linux splat with a printk timestamp, alternating

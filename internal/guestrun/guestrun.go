@@ -5,7 +5,7 @@
 //	RESULT <name> skip reason=<why> key=value ...
 //	SUMMARY pass=N fail=M skip=K
 //
-// It is the one place for both jobs, shared by the end-to-end tests in cmd/govm
+// It is the one place for both jobs, shared by the end-to-end tests in e2e
 // and the benchmarks in bench/: Run and RunUntil for a whole run, Start and Proc
 // for a benchmark that times what happens during one; Parse, ParseResult and
 // Output.Check for the protocol; ReadTable and SelectGroups for guest/tests.cfg;

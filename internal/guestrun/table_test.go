@@ -104,7 +104,7 @@ func TestSelectGroups(t *testing.T) {
 }
 
 // TestTestsCfg parses the repository's own guest/tests.cfg, so a broken
-// table fails here, without /dev/kvm, and not only in cmd/govm's
+// table fails here, without /dev/kvm, and not only in e2e's
 // TestGuestTable.
 func TestTestsCfg(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The L3 suite: what a user does with govm's default guest, done by Linux's
-# own drivers. cmd/govm's TestLinuxL3 appends this directory to the default
+# own drivers. e2e's TestLinuxL3 appends this directory to the default
 # initramfs (as /l3) and boots it with govm.cmd='/l3/suite.sh HOST_IP;
 # poweroff -f' (the poweroff is checked too).
 #
