@@ -3,7 +3,6 @@ package tap
 import (
 	"fmt"
 	"hash/fnv"
-	"net"
 	"net/netip"
 	"strings"
 )
@@ -58,40 +57,26 @@ func ValidName(name string) error {
 	return nil
 }
 
-// ParseMAC parses a colon- or hyphen-separated 6-byte MAC for a guest NIC:
-// it must be unicast (bit 0 of the first byte clear, IEEE 802-2014 8.2)
-// and not all zero.
-func ParseMAC(s string) (net.HardwareAddr, error) {
-	hw, err := net.ParseMAC(s)
-	if err != nil || len(hw) != 6 {
-		return nil, fmt.Errorf("%w %q: want 6 bytes like 52:54:00:12:34:56", ErrBadMAC, s)
-	}
-	if hw[0]&1 != 0 {
-		return nil, fmt.Errorf("%w %q: multicast (low bit of the first byte set)", ErrBadMAC, s)
-	}
-	if string(hw) == "\x00\x00\x00\x00\x00\x00" {
-		return nil, fmt.Errorf("%w %q: all zero", ErrBadMAC, s)
-	}
-	return hw, nil
-}
-
-// hostAddr is a parsed ADDR/PREFIX.
-type hostAddr = netip.Prefix
-
 // ParseHostIP parses "ADDR/PREFIX" (IPv4 or IPv6) for the host side of a
-// tap. The address must be a usable unicast one, not a network's zero
-// address with the host bits all clear (e.g. 10.0.0.0/24).
+// tap and checks it (CheckHostIP).
 func ParseHostIP(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("%w %q: want ADDR/PREFIX like 10.0.2.1/24", ErrBadAddr, s)
 	}
+	return p, CheckHostIP(p)
+}
+
+// CheckHostIP says why p cannot be the host side's address: not a usable
+// unicast one, or a network's zero address with the host bits all clear
+// (e.g. 10.0.0.0/24). nil when it can.
+func CheckHostIP(p netip.Prefix) error {
 	a := p.Addr()
 	if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || (a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255})) {
-		return netip.Prefix{}, fmt.Errorf("%w %q: not a unicast address", ErrBadAddr, s)
+		return fmt.Errorf("%w %q: not a unicast address", ErrBadAddr, p)
 	}
 	if p.Bits() < p.Addr().BitLen() && p.Masked().Addr() == a {
-		return netip.Prefix{}, fmt.Errorf("%w %q: the network address itself, not a host in it", ErrBadAddr, s)
+		return fmt.Errorf("%w %q: the network address itself, not a host in it", ErrBadAddr, p)
 	}
-	return p, nil
+	return nil
 }

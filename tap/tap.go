@@ -16,6 +16,7 @@ package tap
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -34,8 +35,6 @@ var (
 	ErrExists = errors.New("tap: interface already exists")
 	// ErrBadName: an interface name the kernel would reject.
 	ErrBadName = errors.New("tap: bad interface name")
-	// ErrBadMAC: a MAC address govm cannot give a NIC.
-	ErrBadMAC = errors.New("tap: bad MAC address")
 	// ErrBadAddr: a host address that is not ADDR/PREFIX.
 	ErrBadAddr = errors.New("tap: bad host address")
 	// ErrWouldBlock: TryReadv found no frame pending.
@@ -54,9 +53,9 @@ type Config struct {
 	// created tap when Name is empty.
 	VMName string
 	NIC    int
-	// HostIP, "ADDR/PREFIX", is assigned to the host side of the tap (and
-	// the link brought up) through netlink. Optional.
-	HostIP string
+	// HostIP is assigned to the host side of the tap (and the link
+	// brought up) through netlink. Optional: the zero Prefix means none.
+	HostIP netip.Prefix
 	// VnetHdr opens the tap with IFF_VNET_HDR (what virtio-net needs).
 	VnetHdr bool
 }
@@ -90,13 +89,12 @@ func Open(cfg Config) (*Tap, error) {
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
-	var prefix *hostAddr
-	if cfg.HostIP != "" {
-		a, err := ParseHostIP(cfg.HostIP)
-		if err != nil {
+	var prefix *netip.Prefix
+	if cfg.HostIP.IsValid() {
+		if err := CheckHostIP(cfg.HostIP); err != nil {
 			return nil, err
 		}
-		prefix = &a
+		prefix = &cfg.HostIP
 	}
 	existed := linkExists(name)
 	if create && existed {

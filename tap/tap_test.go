@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -82,7 +83,7 @@ func waitGone(name string, timeout time.Duration) bool {
 
 func TestOpenCreatesConfiguresAndDeletes(t *testing.T) {
 	enterNetns(t)
-	tp, err := Open(Config{VMName: "t1", HostIP: "10.99.0.1/24", VnetHdr: true})
+	tp, err := Open(Config{VMName: "t1", HostIP: netip.MustParsePrefix("10.99.0.1/24"), VnetHdr: true})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -151,7 +152,7 @@ func TestOpenPersistentIsKept(t *testing.T) {
 		Flags: netlink.TUNTAP_NO_PI | netlink.TUNTAP_VNET_HDR}); err != nil {
 		t.Fatalf("create persistent tap: %v", err)
 	}
-	tp, err := Open(Config{Name: "tappers0", HostIP: "10.98.0.1/24", VnetHdr: true})
+	tp, err := Open(Config{Name: "tappers0", HostIP: netip.MustParsePrefix("10.98.0.1/24"), VnetHdr: true})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -164,7 +165,7 @@ func TestOpenPersistentIsKept(t *testing.T) {
 		t.Errorf("pre-existing tap deleted by Close")
 	}
 	// Opening it again re-adds the existing address without failing.
-	tp, err = Open(Config{Name: "tappers0", HostIP: "10.98.0.1/24", VnetHdr: true})
+	tp, err = Open(Config{Name: "tappers0", HostIP: netip.MustParsePrefix("10.98.0.1/24"), VnetHdr: true})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -186,8 +187,8 @@ func TestOpenErrors(t *testing.T) {
 		{"vm tap exists", Config{VMName: "taken"}, ErrExists},
 		{"bad name", Config{Name: "a/b"}, ErrBadName},
 		{"long name", Config{Name: "abcdefghijklmnop"}, ErrBadName},
-		{"bad host ip", Config{Name: "tapx0", HostIP: "10.0.0.300/24"}, ErrBadAddr},
-		{"host ip without prefix", Config{Name: "tapx0", HostIP: "10.0.0.1"}, ErrBadAddr},
+		{"network address as host ip", Config{Name: "tapx0", HostIP: netip.MustParsePrefix("10.0.0.0/24")}, ErrBadAddr},
+		{"multicast host ip", Config{Name: "tapx0", HostIP: netip.MustParsePrefix("224.0.0.1/4")}, ErrBadAddr},
 	}
 	for _, tt := range tests {
 		tp, err := Open(tt.cfg)
@@ -261,7 +262,7 @@ func testFrame(seq byte) []byte {
 // out of the interface and reads it from the fd, vnet header included.
 func TestFramesBothWays(t *testing.T) {
 	enterNetns(t)
-	tp, err := Open(Config{VMName: "frames", HostIP: "10.97.0.1/24", VnetHdr: true})
+	tp, err := Open(Config{VMName: "frames", HostIP: netip.MustParsePrefix("10.97.0.1/24"), VnetHdr: true})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

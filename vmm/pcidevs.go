@@ -80,10 +80,10 @@ func (m *Machine) setupPCI() error {
 			return inputErrorf("--net: %w", err)
 		}
 		mac := n.MAC
-		if mac == nil {
+		if mac == (virtionet.MAC{}) {
 			mac = DefaultMAC(fmt.Sprintf("%s-%d", m.cfg.Name, i))
 		}
-		dev, err := virtionet.New(t, virtionet.Config{MAC: mac, PollMax: m.cfg.PollMax, Withhold: n.Withhold})
+		dev, err := virtionet.New(tapBackend{t}, virtionet.Config{MAC: mac, PollMax: m.cfg.PollMax, Withhold: n.Withhold})
 		if err != nil {
 			t.Close()
 			return fmt.Errorf("vmm: net %d: %w", i, err)

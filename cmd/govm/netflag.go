@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/govm/govm/tap"
+	virtionet "github.com/govm/govm/virtio/net"
 	"github.com/govm/govm/vmm"
 )
 
@@ -50,10 +51,9 @@ func parseNet(s string) (vmm.NetConfig, error) {
 			err = tap.ValidName(v)
 			cfg.IfName = v
 		case "host-ip":
-			_, err = tap.ParseHostIP(v)
-			cfg.HostIP = v
+			cfg.HostIP, err = tap.ParseHostIP(v)
 		case "mac":
-			cfg.MAC, err = tap.ParseMAC(v)
+			cfg.MAC, err = virtionet.ParseMAC(v)
 		default:
 			return vmm.NetConfig{}, fmt.Errorf("%w %q: unknown option %q (want ifname, host-ip, mac, or a feature switch: %s)", errNetFlag, s, k, vmm.FeatureSwitchNames(true))
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestParseNet(t *testing.T) {
 		{"tap", vmm.NetConfig{Mode: vmm.NetTap}, ""},
 		{"tap,ifname=tap0", vmm.NetConfig{Mode: vmm.NetTap, IfName: "tap0"}, ""},
 		{"tap,host-ip=10.0.2.1/24,mac=52:54:00:aa:bb:cc,ifname=t1",
-			vmm.NetConfig{Mode: vmm.NetTap, IfName: "t1", HostIP: "10.0.2.1/24", MAC: []byte{0x52, 0x54, 0, 0xaa, 0xbb, 0xcc}}, ""},
+			vmm.NetConfig{Mode: vmm.NetTap, IfName: "t1", HostIP: netip.MustParsePrefix("10.0.2.1/24"), MAC: virtionet.MAC{0x52, 0x54, 0, 0xaa, 0xbb, 0xcc}}, ""},
 		{"", vmm.NetConfig{}, "want none or tap"},
 		{"user", vmm.NetConfig{}, "want none or tap"},
 		{"none,ifname=x", vmm.NetConfig{}, "none takes no options"},
@@ -50,7 +51,7 @@ func TestParseNet(t *testing.T) {
 			continue
 		}
 		if err != nil || got.Mode != tt.want.Mode || got.IfName != tt.want.IfName || got.HostIP != tt.want.HostIP ||
-			got.MAC.String() != tt.want.MAC.String() || got.Withhold != tt.want.Withhold {
+			got.MAC != tt.want.MAC || got.Withhold != tt.want.Withhold {
 			t.Errorf("parseNet(%q) = %+v, %v; want %+v", tt.in, got, err, tt.want)
 		}
 	}

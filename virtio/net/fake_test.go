@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
 	"golang.org/x/sys/unix"
@@ -90,7 +89,7 @@ func (f *fakeBackend) TryReadv(iovs [][]byte) (int, error) {
 	if len(f.toGuest) == 0 {
 		var b [8]byte
 		unix.Read(f.efd, b[:]) // nothing pending: not readable
-		return 0, tap.ErrWouldBlock
+		return 0, ErrWouldBlock
 	}
 	fr := f.toGuest[0]
 	f.toGuest = f.toGuest[1:]
@@ -137,7 +136,7 @@ func (f *fakeBackend) SetOffload(flags uint) error {
 	return nil
 }
 
-var testMAC = []byte{0x52, 0x54, 0, 1, 2, 3}
+var testMAC = MAC{0x52, 0x54, 0, 1, 2, 3}
 
 // env is a device activated against a fake driver and backend.
 type env struct {

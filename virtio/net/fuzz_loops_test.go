@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/govm/govm/guestmem"
-	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
 )
@@ -28,7 +27,7 @@ type sockBackend struct {
 func (s *sockBackend) TryReadv(iovs [][]byte) (int, error) {
 	n, _, _, _, err := unix.RecvmsgBuffers(s.fd, iovs, nil, unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 	if errors.Is(err, unix.EAGAIN) {
-		return 0, fmt.Errorf("sock: %w", tap.ErrWouldBlock)
+		return 0, fmt.Errorf("sock: %w", ErrWouldBlock)
 	}
 	return n, err
 }

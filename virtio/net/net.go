@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 )
 
@@ -46,11 +45,15 @@ const StatusLinkUp = 1
 // ErrQueues: Activate got fewer queues than the device has.
 var ErrQueues = errors.New("virtionet: rx and tx queues not both configured")
 
+// ErrWouldBlock is what a Backend's TryReadv returns (wrapped or not) when
+// no frame is pending.
+var ErrWouldBlock = errors.New("virtionet: no frame pending")
+
 // Backend carries frames, each preceded by the vnet header, to and from the
-// host. *tap.Tap implements it.
+// host: a tap (vmm adapts *tap.Tap to it).
 type Backend interface {
 	// TryReadv reads one frame into iovs, or returns an error wrapping
-	// tap.ErrWouldBlock when none is pending. It never blocks.
+	// ErrWouldBlock when none is pending. It never blocks.
 	TryReadv(iovs [][]byte) (int, error)
 	// PollFD is polled (POLLIN) for a frame that may be pending, by
 	// the device's I/O goroutine together with its doorbells. It stays
@@ -61,15 +64,14 @@ type Backend interface {
 	Writev(iovs [][]byte) (int, error)
 	// SetVnetHdrSize sets the header length (10 or 12).
 	SetVnetHdrSize(n int) error
-	// SetOffload sets the TUN_F_* offloads the guest accepts.
+	// SetOffload sets the offloads the guest accepts, as Linux's
+	// TUN_F_* bits (linux/if_tun.h).
 	SetOffload(flags uint) error
 }
 
-var _ Backend = (*tap.Tap)(nil)
-
 // Config configures a network device.
 type Config struct {
-	MAC net.HardwareAddr // 6 bytes, unicast
+	MAC MAC // unicast, not zero (MAC.Check)
 	// PollMax bounds the I/O goroutine's adaptive busy-poll window
 	// (virtio.Poller); 0: it sleeps as soon as it has no work.
 	PollMax time.Duration
@@ -86,7 +88,7 @@ type Device struct {
 	withhold uint64
 
 	cfgMu sync.Mutex
-	mac   [6]byte
+	mac   MAC
 
 	stats stats
 
@@ -103,11 +105,11 @@ func New(backend Backend, cfg Config) (*Device, error) {
 	if backend == nil {
 		return nil, errors.New("virtionet: nil backend")
 	}
-	if _, err := tap.ParseMAC(cfg.MAC.String()); err != nil {
-		return nil, fmt.Errorf("virtionet: %w", err)
+	if err := cfg.MAC.Check(); err != nil {
+		return nil, err
 	}
 	d := &Device{be: backend, pollMax: cfg.PollMax, withhold: cfg.Withhold}
-	copy(d.mac[:], cfg.MAC)
+	d.mac = cfg.MAC
 	return d, nil
 }
 

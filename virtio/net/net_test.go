@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
 	"golang.org/x/sys/unix"
@@ -55,8 +54,8 @@ func TestNewRejects(t *testing.T) {
 	if _, err := New(nil, Config{MAC: testMAC}); err == nil {
 		t.Errorf("nil backend accepted")
 	}
-	for _, mac := range [][]byte{nil, {1, 2, 3, 4, 5, 6}, {0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0}} {
-		if _, err := New(newFake(t, false), Config{MAC: mac}); !errors.Is(err, tap.ErrBadMAC) {
+	for _, mac := range []MAC{{}, {1, 2, 3, 4, 5, 6}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff}} {
+		if _, err := New(newFake(t, false), Config{MAC: mac}); !errors.Is(err, ErrBadMAC) {
 			t.Errorf("MAC % x: %v, want ErrBadMAC", mac, err)
 		}
 	}

@@ -1,12 +1,13 @@
 package virtionet
 
 import (
-	"github.com/govm/govm/tap"
+	"golang.org/x/sys/unix"
+
 	"github.com/govm/govm/virtio"
 )
 
-// offloadFlags maps the negotiated guest features (spec 5.1.3) to the tap's
-// TUNSETOFFLOAD flags: what the kernel may hand us (and so the guest) in
+// offloadFlags maps the negotiated guest features (spec 5.1.3) to the
+// backend's TUNSETOFFLOAD flags (linux/if_tun.h TUN_F_*, Backend.SetOffload): what the kernel may hand us (and so the guest) in
 // frames read from the tap. Without them it must checksum and segment
 // everything itself. Host (device-side) offloads do not appear: they
 // concern frames the guest sends.
@@ -21,20 +22,20 @@ func offloadFlags(features uint64) uint {
 	if !has(FeatureGuestCsum) {
 		return 0
 	}
-	flags := tap.OffloadCsum
+	flags := uint(unix.TUN_F_CSUM)
 	if has(FeatureGuestTSO4) {
-		flags |= tap.OffloadTSO4
+		flags |= unix.TUN_F_TSO4
 	}
 	if has(FeatureGuestTSO6) {
-		flags |= tap.OffloadTSO6
+		flags |= unix.TUN_F_TSO6
 	}
 	// ECN (spec 5.1.3.1: GUEST_ECN requires GUEST_TSO4 or GUEST_TSO6)
 	// only qualifies TSO, so the kernel ignores it without TSO.
-	if has(FeatureGuestECN) && flags&(tap.OffloadTSO4|tap.OffloadTSO6) != 0 {
-		flags |= tap.OffloadTSOECN
+	if has(FeatureGuestECN) && flags&(unix.TUN_F_TSO4|unix.TUN_F_TSO6) != 0 {
+		flags |= unix.TUN_F_TSO_ECN
 	}
 	if has(FeatureGuestUFO) {
-		flags |= tap.OffloadUFO
+		flags |= unix.TUN_F_UFO
 	}
 	return flags
 }

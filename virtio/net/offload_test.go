@@ -3,7 +3,7 @@ package virtionet
 import (
 	"testing"
 
-	"github.com/govm/govm/tap"
+	"golang.org/x/sys/unix"
 )
 
 func TestOffloadFlags(t *testing.T) {
@@ -24,14 +24,14 @@ func TestOffloadFlags(t *testing.T) {
 	}{
 		{"none", 0, 0},
 		{"host offloads only", host, 0},
-		{"csum", csum, tap.OffloadCsum},
+		{"csum", csum, unix.TUN_F_CSUM},
 		{"tso without csum", tso4 | tso6 | ecn | ufo, 0},
-		{"tso4", csum | tso4, tap.OffloadCsum | tap.OffloadTSO4},
-		{"tso4+6", csum | tso4 | tso6, tap.OffloadCsum | tap.OffloadTSO4 | tap.OffloadTSO6},
-		{"ecn without tso", csum | ecn, tap.OffloadCsum},
-		{"ecn", csum | tso6 | ecn, tap.OffloadCsum | tap.OffloadTSO6 | tap.OffloadTSOECN},
-		{"ufo", csum | ufo, tap.OffloadCsum | tap.OffloadUFO},
-		{"all", ^uint64(0), tap.OffloadCsum | tap.OffloadTSO4 | tap.OffloadTSO6 | tap.OffloadTSOECN | tap.OffloadUFO},
+		{"tso4", csum | tso4, unix.TUN_F_CSUM | unix.TUN_F_TSO4},
+		{"tso4+6", csum | tso4 | tso6, unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6},
+		{"ecn without tso", csum | ecn, unix.TUN_F_CSUM},
+		{"ecn", csum | tso6 | ecn, unix.TUN_F_CSUM | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN},
+		{"ufo", csum | ufo, unix.TUN_F_CSUM | unix.TUN_F_UFO},
+		{"all", ^uint64(0), unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | unix.TUN_F_TSO_ECN | unix.TUN_F_UFO},
 	}
 	for _, tt := range tests {
 		if got := offloadFlags(tt.feat); got != tt.want {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 )
 
@@ -251,7 +250,7 @@ func (r *rx) readFrame() (rxState, rxWait, error) {
 	n, err := r.be.TryReadv(r.iov[:])
 	switch {
 	case err == nil:
-	case errors.Is(err, tap.ErrWouldBlock):
+	case errors.Is(err, ErrWouldBlock):
 		// Nothing pending: tell the driver what it has before
 		// sleeping on the backend.
 		if err := r.Signal(); err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/govm/govm/guestmem"
-	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 	virtioblk "github.com/govm/govm/virtio/blk"
 	virtionet "github.com/govm/govm/virtio/net"
@@ -174,7 +172,7 @@ func runDevices(t *testing.T, in []byte, dir string, until func(*devRig) bool) {
 		}
 		r.closers = append(r.closers, func() { unix.Close(fds[0]); unix.Close(fds[1]) })
 		r.host = fds[1]
-		mac := net.HardwareAddr{0x52, 0x54, 0, 1, 2, 3}
+		mac := virtionet.MAC{0x52, 0x54, 0, 1, 2, 3}
 		dev, err = virtionet.New(&sockBackend{fd: fds[0]}, virtionet.Config{MAC: mac, PollMax: poll})
 	}
 	if err != nil {
@@ -451,7 +449,7 @@ type sockBackend struct{ fd int }
 func (s *sockBackend) TryReadv(iovs [][]byte) (int, error) {
 	n, _, _, _, err := unix.RecvmsgBuffers(s.fd, iovs, nil, unix.MSG_TRUNC|unix.MSG_DONTWAIT)
 	if errors.Is(err, unix.EAGAIN) {
-		return 0, fmt.Errorf("sock: %w", tap.ErrWouldBlock)
+		return 0, fmt.Errorf("sock: %w", virtionet.ErrWouldBlock)
 	}
 	return n, err
 }
