@@ -14,7 +14,38 @@ var ErrBadRunPage = errors.New("kvm: malformed kvm_run exit")
 // Exit is why KVM_RUN returned: one of the Exit* types below. Exits are
 // values, not errors; only a failing ioctl is an error.
 type Exit interface {
-	isExit()
+	// Kind is the exit's kind, for counting.
+	Kind() ExitKind
+}
+
+// ExitKind names the kind of an Exit: a small index (for per-kind counter
+// arrays, NumExitKinds of them) with a stable name (String: govm stat and
+// /metrics label exits with it). An IN and an OUT are kinds of their own.
+type ExitKind uint8
+
+// Exit kinds.
+const (
+	KindIOIn ExitKind = iota
+	KindIOOut
+	KindMMIO
+	KindIntr
+	KindHLT
+	KindShutdown
+	KindSystemEvent
+	KindInternalError
+	KindFailEntry
+	KindUnknown
+	NumExitKinds
+)
+
+var exitKindNames = [NumExitKinds]string{"io_in", "io_out", "mmio", "intr", "hlt", "shutdown",
+	"system_event", "internal_error", "fail_entry", "unknown"}
+
+func (k ExitKind) String() string {
+	if k < NumExitKinds {
+		return exitKindNames[k]
+	}
+	return fmt.Sprintf("exit_kind_%d", uint8(k))
 }
 
 // ExitIO is a port I/O instruction (KVM_EXIT_IO). Data holds Size*Count
@@ -75,15 +106,21 @@ type ExitUnknown struct {
 	Reason uint32
 }
 
-func (ExitIO) isExit()            {}
-func (ExitMMIO) isExit()          {}
-func (ExitHLT) isExit()           {}
-func (ExitShutdown) isExit()      {}
-func (ExitIntr) isExit()          {}
-func (ExitInternalError) isExit() {}
-func (ExitFailEntry) isExit()     {}
-func (ExitSystemEvent) isExit()   {}
-func (ExitUnknown) isExit()       {}
+// Kind is KindIOOut for an OUT, KindIOIn for an IN.
+func (e ExitIO) Kind() ExitKind {
+	if e.Write {
+		return KindIOOut
+	}
+	return KindIOIn
+}
+func (ExitMMIO) Kind() ExitKind          { return KindMMIO }
+func (ExitHLT) Kind() ExitKind           { return KindHLT }
+func (ExitShutdown) Kind() ExitKind      { return KindShutdown }
+func (ExitIntr) Kind() ExitKind          { return KindIntr }
+func (ExitInternalError) Kind() ExitKind { return KindInternalError }
+func (ExitFailEntry) Kind() ExitKind     { return KindFailEntry }
+func (ExitSystemEvent) Kind() ExitKind   { return KindSystemEvent }
+func (ExitUnknown) Kind() ExitKind       { return KindUnknown }
 
 // Exit reasons (KVM_EXIT_*).
 const (

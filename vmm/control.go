@@ -10,19 +10,15 @@ import (
 
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/kvm"
+	"github.com/govm/govm/stall"
 	"github.com/govm/govm/virtio"
-	"github.com/govm/govm/watchdog"
 )
-
-// Exit reasons counted per vCPU (govm stat, /metrics), in table order.
-var exitReasons = [...]string{"io_in", "io_out", "mmio", "intr", "hlt", "shutdown",
-	"system_event", "internal_error", "fail_entry", "unknown"}
 
 // control is the Machine's control-plane state: pause, exit counters, and
 // the start time. Kept apart so machine.go stays about assembly.
 type control struct {
 	started time.Time
-	exits   [][len(exitReasons)]atomic.Uint64 // per vCPU
+	exits   [][kvm.NumExitKinds]atomic.Uint64 // per vCPU, by kvm.ExitKind
 	// fixups counts, per vCPU, the instructions govm carried out for
 	// KVM's emulator (emulate.go).
 	fixups []struct{ int3, fwait atomic.Uint64 }
@@ -37,43 +33,21 @@ type control struct {
 	pauseCh atomic.Pointer[chan struct{}]
 	parked  chan struct{} // one send per vCPU per pause
 
-	wd atomic.Pointer[watchdog.Watchdog] // nil when off
+	wd atomic.Pointer[stall.Detector] // nil when off
 }
 
 func (m *Machine) initControl() {
 	m.started = time.Now()
 	m.gate = virtio.NewGate()
-	m.exits = make([][len(exitReasons)]atomic.Uint64, m.cfg.CPUs)
+	m.exits = make([][kvm.NumExitKinds]atomic.Uint64, m.cfg.CPUs)
 	m.fixups = make([]struct{ int3, fwait atomic.Uint64 }, m.cfg.CPUs)
 	m.halts = make([]haltProbe, m.cfg.CPUs)
 	m.parked = make(chan struct{}, m.cfg.CPUs)
 }
 
 func (m *Machine) countExit(id int, exit kvm.Exit) {
-	r := len(exitReasons) - 1
-	switch e := exit.(type) {
-	case kvm.ExitIO:
-		r = 0
-		if e.Write {
-			r = 1
-		}
-	case kvm.ExitMMIO:
-		r = 2
-	case kvm.ExitIntr:
-		r = 3
-	case kvm.ExitHLT:
-		r = 4
-	case kvm.ExitShutdown:
-		r = 5
-	case kvm.ExitSystemEvent:
-		r = 6
-	case kvm.ExitInternalError:
-		r = 7
-	case kvm.ExitFailEntry:
-		r = 8
-	}
-	if id >= 0 && id < len(m.exits) {
-		m.exits[id][r].Add(1)
+	if k := exit.Kind(); id >= 0 && id < len(m.exits) && k < kvm.NumExitKinds {
+		m.exits[id][k].Add(1)
 	}
 }
 
@@ -227,8 +201,8 @@ func (m *Machine) Stats() api.Stats {
 	}
 	for id := range m.exits {
 		v := api.VCPUStats{ID: id, Exits: map[string]uint64{}}
-		for r, name := range exitReasons {
-			v.Exits[name] = m.exits[id][r].Load()
+		for k := range m.exits[id] {
+			v.Exits[kvm.ExitKind(k).String()] = m.exits[id][k].Load()
 		}
 		s.VCPUs = append(s.VCPUs, v)
 	}

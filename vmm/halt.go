@@ -100,9 +100,9 @@ func (m *Machine) watchHalt() func() {
 // KVM_RUN, which the halt check itself causes.
 func (m *Machine) activeExits(id int) uint64 {
 	var n uint64
-	for r := range m.exits[id] {
-		if exitReasons[r] != "intr" {
-			n += m.exits[id][r].Load()
+	for k := range m.exits[id] {
+		if kvm.ExitKind(k) != kvm.KindIntr {
+			n += m.exits[id][k].Load()
 		}
 	}
 	return n

@@ -2,7 +2,7 @@ package vmm
 
 import (
 	"github.com/govm/govm/api"
-	"github.com/govm/govm/watchdog"
+	"github.com/govm/govm/stall"
 )
 
 // startWatchdog starts the lost-notification watchdog when configured and
@@ -11,13 +11,13 @@ func (m *Machine) startWatchdog() func() {
 	if m.cfg.Watchdog <= 0 || len(m.slots) == 0 {
 		return nil
 	}
-	cfg := watchdog.Config{
+	cfg := stall.Config{
 		T:      m.cfg.Watchdog,
 		Sample: m.watchSample,
-		Report: func(r watchdog.Report) { m.logf("%s", r) },
+		Report: func(r stall.Report) { m.logf("%s", r) },
 	}
 	if m.cfg.WatchdogRecover {
-		cfg.Recover = func(r watchdog.Report) {
+		cfg.Recover = func(r stall.Report) {
 			for _, sl := range m.slots {
 				if sl.what == r.Queue.Device {
 					sl.dev.Recover(string(r.Kind), r.Queue.Index)
@@ -26,7 +26,7 @@ func (m *Machine) startWatchdog() func() {
 			}
 		}
 	}
-	wd := watchdog.New(cfg)
+	wd := stall.New(cfg)
 	if err := wd.Run(); err != nil {
 		m.logf("%v; running without it", err)
 		return nil
@@ -37,7 +37,7 @@ func (m *Machine) startWatchdog() func() {
 
 // watchSample is the watchdog's view of every enabled queue. Not ok while
 // paused or stopping: a guest that cannot run cannot be blamed.
-func (m *Machine) watchSample(dst []watchdog.Queue) ([]watchdog.Queue, bool) {
+func (m *Machine) watchSample(dst []stall.Queue) ([]stall.Queue, bool) {
 	if m.State() != api.StateRunning {
 		return dst, false
 	}
@@ -56,7 +56,7 @@ func (m *Machine) watchSample(dst []watchdog.Queue) ([]watchdog.Queue, bool) {
 			if !q.Enabled {
 				continue
 			}
-			wq := watchdog.Queue{Device: sl.what, Index: q.Index, Name: queueName(sl, q.Index),
+			wq := stall.Queue{Device: sl.what, Index: q.Index, Name: queueName(sl, q.Index),
 				AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx, AvailFlags: q.AvailFlags, UsedFlags: q.UsedFlags,
 				UsedEvent: q.UsedEvent, AvailEvent: q.AvailEvent, EventIdx: q.EventIdx,
 				Sleeping: q.Sleeping, NeedBuffers: q.NeedBuffers, SeenAvail: q.SeenAvail, Rung: q.Rung,

@@ -1,13 +1,13 @@
-// Package watchdog detects lost virtio notifications while a guest runs:
-// a kick that never reached a sleeping device, an interrupt the device
-// wanted that never reached the line, an ISR the driver does not service,
-// and a receive queue starved of buffers while frames wait; and, so that
-// none of those is blamed on the guest or the transport, a device thread
-// that does not run although its kick arrived. It judges
-// samples of each queue's ring and device state taken from its own
-// goroutine; the data path only publishes atomics (virtio.Watch). It knows
+// Package stall detects stalled virtqueues while a guest runs (the judge
+// behind govm's --watchdog): a kick that never reached a sleeping device,
+// an interrupt the device wanted that never reached the line, an ISR the
+// driver does not service, and a receive queue starved of buffers while
+// frames wait; and, so that none of those is blamed on the guest or the
+// transport, a device thread that does not run although its kick arrived.
+// It judges samples of each queue's ring and device state taken from its
+// own goroutine; the data path only publishes atomics (virtio.Watch). It knows
 // nothing of KVM or PCI: vmm fills in the samples.
-package watchdog
+package stall
 
 import (
 	"fmt"
@@ -104,7 +104,7 @@ type Event struct {
 	Last  string // the last report's line
 }
 
-// Config configures a Watchdog.
+// Config configures a Detector.
 type Config struct {
 	// T is how long a condition must hold, unchanged, to be reported.
 	T time.Duration
@@ -132,8 +132,8 @@ type holding struct {
 	reported bool
 }
 
-// Watchdog judges samples. Observe is the judge; Run samples on a timer.
-type Watchdog struct {
+// Detector judges samples. Observe is the judge; Run samples on a timer.
+type Detector struct {
 	cfg  Config
 	last time.Time // the previous sample
 
@@ -146,15 +146,15 @@ type Watchdog struct {
 }
 
 // New returns a watchdog; call Run to start sampling.
-func New(cfg Config) *Watchdog {
+func New(cfg Config) *Detector {
 	if cfg.Period <= 0 {
 		cfg.Period = max(cfg.T/4, 5*time.Millisecond)
 	}
-	return &Watchdog{cfg: cfg, hold: map[key]map[Kind]*holding{}, events: map[key]map[Kind]*Event{}}
+	return &Detector{cfg: cfg, hold: map[key]map[Kind]*holding{}, events: map[key]map[Kind]*Event{}}
 }
 
 // Events returns the detections on one queue so far, in Kinds order.
-func (w *Watchdog) Events(device string, q int) []Event {
+func (w *Detector) Events(device string, q int) []Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []Event
@@ -170,7 +170,7 @@ func (w *Watchdog) Events(device string, q int) []Event {
 // is paused) and a gap since the previous round longer than two periods
 // (our own goroutine did not run: an overloaded host) both restart every
 // clock: nothing is judged across time we did not see.
-func (w *Watchdog) Observe(now time.Time, samples []Queue, ok bool) {
+func (w *Detector) Observe(now time.Time, samples []Queue, ok bool) {
 	gap := w.last.IsZero() || now.Sub(w.last) > 2*w.cfg.Period
 	w.last = now
 	if !ok || gap {
@@ -216,7 +216,7 @@ func kickSide(q Queue) string {
 	return "driver or transport: notifications were enabled, so a kick was due; the driver did not send it or it was lost before the device"
 }
 
-func (w *Watchdog) judge(now time.Time, k key, kind Kind, q Queue, cond bool, marker [2]uint64, side string) {
+func (w *Detector) judge(now time.Time, k key, kind Kind, q Queue, cond bool, marker [2]uint64, side string) {
 	h := w.hold[k][kind]
 	if !cond {
 		delete(w.hold[k], kind)

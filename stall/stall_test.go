@@ -1,4 +1,4 @@
-package watchdog
+package stall
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ const testT = time.Second
 
 // run feeds the watchdog one sample every period from t0 for d and
 // returns the reports.
-func run(t *testing.T, w *Watchdog, t0 time.Time, d time.Duration, q Queue, ok bool) []Report {
+func run(t *testing.T, w *Detector, t0 time.Time, d time.Duration, q Queue, ok bool) []Report {
 	t.Helper()
 	var got []Report
 	w.cfg.Report = func(r Report) { got = append(got, r) }
@@ -20,7 +20,7 @@ func run(t *testing.T, w *Watchdog, t0 time.Time, d time.Duration, q Queue, ok b
 	return got
 }
 
-func newTest() *Watchdog { return New(Config{T: testT, Period: 100 * time.Millisecond}) }
+func newTest() *Detector { return New(Config{T: testT, Period: 100 * time.Millisecond}) }
 
 func healthy() Queue {
 	return Queue{Device: "disk 0", Index: 0, Name: "requests", AvailIdx: 10, UsedIdx: 10, SeenAvail: 10,

@@ -1,4 +1,4 @@
-package watchdog
+package stall
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 // not on a Go timer: a runtime timer firing every few milliseconds was
 // measured slowing polled blk I/O by ~25% (the timer wakes the runtime's
 // scheduler on the threads the vCPUs and device goroutines want).
-func (w *Watchdog) Run() error {
+func (w *Detector) Run() error {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("watchdog: eventfd: %w", err)
@@ -23,7 +23,7 @@ func (w *Watchdog) Run() error {
 	return nil
 }
 
-func (w *Watchdog) loop() {
+func (w *Detector) loop() {
 	defer close(w.done)
 	var buf []Queue
 	fds := []unix.PollFd{{Fd: int32(w.stopFD), Events: unix.POLLIN}}
@@ -43,7 +43,7 @@ func (w *Watchdog) loop() {
 }
 
 // Stop ends Run's goroutine and waits for it.
-func (w *Watchdog) Stop() {
+func (w *Detector) Stop() {
 	if w.done == nil {
 		return
 	}
