@@ -1,6 +1,13 @@
-// Package bench compares govm with QEMU on identical guests: boot latency to the
-// first serial byte, host memory, and virtio-blk throughput of the test kernel's
-// blk-bench.
+// Package bench compares govm with QEMU on identical guests (README.md says how to
+// run it and what each figure means): boot latency and host memory of the test
+// kernel (BenchmarkBoot, BenchmarkBootCompare); boot time and CPU of a minimal
+// Linux (BenchmarkLinuxBoot); virtio-blk throughput of the test kernel's
+// blk-bench, against a host pread loop over the same image (BenchmarkBlk);
+// virtio-net packet rates, ping -f round trips and host CPU per frame (vCPU
+// threads and the rest, cpu.go), against the null VMM, a tap reader/writer with
+// no device model and no guest (BenchmarkNet, nullvmm_test.go), and with a guest
+// driver that polls its rings (BenchmarkNetPoll); and a long ping -f while the
+// guest floods UDP (TestNetSoak, only with GOVM_NET_SOAK=1).
 //
 // Running a VMM and parsing the test kernel's "RESULT name pass|fail|skip k=v..."
 // protocol live in internal/guestrun, shared with the end-to-end tests; this file

@@ -12,13 +12,12 @@ import (
 // whatever else it waits for (virtio-net's I/O goroutine: the tap and its
 // two doorbells in one ppoll), and reads with TryReadv.
 //
-// Why not Go's runtime poller (an *os.File): measured under a UDP flood
-// into the guest (bench/ net-bench rx-64), every wait for the next frame
-// went through the scheduler - the poller thread woken by epoll, the
-// goroutine handed to a P, idle threads woken to spin and re-poll - about
-// ten epoll_pwait calls and seven context switches per wait, and while RX
-// was waiting for guest buffers instead, each frame arriving on the
-// (edge-triggered, registered) fd woke the poller thread for nothing.
+// Why not Go's runtime poller (an *os.File): there every wait for the
+// next frame goes through the scheduler - the poller thread woken by
+// epoll, the goroutine handed to a P, idle threads woken to spin and
+// re-poll - several epoll_pwait calls and context switches per wait, and
+// while RX waits for guest buffers instead, each frame arriving on the
+// (edge-triggered, registered) fd wakes the poller thread for nothing.
 // Polling the fd in ppoll costs one context switch per wait and none per
 // frame that nobody waits for.
 

@@ -20,12 +20,12 @@ import (
 // and a device Reset waking its goroutine.
 //
 // Why not a Go channel fed by a goroutine reading the eventfd through the
-// runtime poller (what govm did before): each hop readied a goroutine on
-// another thread (netpoller, then the channel receiver, each wakep
-// spinning up an idle M), so a kick cost two to three context switches
-// where QEMU's iothread pays one. Blocking in ppoll wakes exactly the
-// thread that does the work (virtio-net's loop polls its doorbells and the
-// tap's fd together: Waiter).
+// runtime poller: each hop readies a goroutine on another thread
+// (netpoller, then the channel receiver, each wakep spinning up an idle
+// M), so a kick costs a context switch per hop where one thread's wakeup
+// would do. Blocking in ppoll wakes exactly the thread that does the work
+// (virtio-net's loop polls its doorbells and the tap's fd together:
+// Waiter).
 //
 // Kicks coalesce, as the spec allows: rings while nobody waits leave the
 // eventfd readable, and the next Wait returns at once. Wait and Clear are

@@ -16,12 +16,10 @@ import (
 // kick (a VM exit) and the device no wakeup, and is often done before the
 // driver's completion path has re-enabled interrupts (virtqueue_enable_cb
 // finds it), so it needs no interrupt either. At queue depth 1 the wait
-// between a completion and the next request is the driver's turnaround; on
-// a host where the guest's interrupt handler runs in KVM's instruction
-// emulator that is 100-250 us, and BenchmarkBlk's 4 KiB reads at queue
-// depth 1 went from ~4,600 IOPS without polling to ~9,200, with 650
-// interrupts per 1000 requests instead of 1000 (QEMU: ~4,200; numbers in
-// docs/usage.md, "Polling").
+// between a completion and the next request is the driver's turnaround,
+// long where the guest's interrupt handler runs in KVM's instruction
+// emulator: there polling pays most, in requests per second and in
+// interrupts saved (docs/usage.md, "Polling").
 //
 // Adaptive, so that it costs nothing when it does not pay: every wait for
 // work (from the end of the work to the next work, polled or slept) moves
@@ -71,10 +69,9 @@ func (p *Poller) Spinning() bool {
 // osYield offers the CPU to any other thread runnable on it
 // (sched_yield(2)) at every look, so a spin gives way to the vCPU or the
 // traffic source when they share its CPU. It is not enough to make a
-// spin free on a busy host: an RX flood into the guest lost as much with
-// it as without (0.74x and 0.69x QEMU's frames/s in one BenchmarkNet run
-// each), which is why virtio-net spins only after the guest has sent (see
-// its loop). A raw system call: it never blocks.
+// spin free on a busy host: an RX flood into the guest loses about as much
+// with it as without, which is why virtio-net spins only after the guest
+// has sent (see its loop). A raw system call: it never blocks.
 func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // Found ends the wait begun by Begin: work arrived while spinning, or the

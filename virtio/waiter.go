@@ -127,6 +127,5 @@ func (w *Waiter) Peek(fds []int) bool {
 // scheduler, as Wait does before it blocks. A flood can keep the goroutine
 // from sleeping for seconds, and a goroutine that never parks looks to Go's
 // sysmon like one hogging its P: it preempts it every 10 ms and then polls
-// every 20 us (txrig, a 3 s guest UDP flood: sysmon woke 6649 times without
-// this, 1655 with it).
+// every 20 us.
 func (w *Waiter) Busy() { w.yield.BeforeBlock() }

@@ -35,11 +35,11 @@ type pciSlot struct {
 // close is the device's one closer. The order is the only safe one:
 //  1. reset through the transport, under the lock that serialises the
 //     driver's register accesses (a vCPU cannot activate it again behind
-//     our back): when it returns the device's goroutines have stopped
+//     our back): when it returns the device's I/O goroutine has stopped
 //     using guest RAM and the backend, the ISR is clear and the INTx line
 //     is low;
-//  2. close the transport: its ioeventfds are unregistered and their
-//     goroutines gone, so no kick arrives any more;
+//  2. close the transport: its ioeventfds are unregistered from KVM and
+//     its doorbells' eventfds closed, so no kick arrives any more;
 //  3. close the backend, which nothing uses any more (a disk's lock goes
 //     with it; a tap govm created is deleted).
 func (s *pciSlot) close(logf func(format string, args ...any)) {

@@ -6,25 +6,24 @@ import (
 )
 
 // Sizing GOMAXPROCS. Each vCPU thread sits in KVM_RUN and each virtio
-// queue's I/O goroutine sits in ppoll (its doorbell, or the tap), and Go
-// counts a thread in a blocking system call against GOMAXPROCS until
-// sysmon takes its P away. With the default (one P per host CPU) those
-// threads hold every P most of the time, so sysmon retakes a P after
-// every 20 us a thread spends in a system call, hands it to another
-// thread, and polls again at its shortest period; the thread coming back
-// from its system call then finds no P and parks, and another thread
-// runs its goroutine later. Measured with pingrig (ping -f 20000 against
-// the test kernel's net-echo, 2-CPU host, medians of 3 interleaved runs):
-// govm's non-vCPU threads did 3.16 context switches and 62 us of CPU per
-// frame at GOMAXPROCS 2 and 2.39 and 48 us at 4 (load 6-11); 2.93 and 57
-// us at 2 and 2.52 and 56 us with this sizing (5) at load 5 (QEMU: 1.0
-// and ~29 us). One P per blocking thread on top of one per CPU keeps idle
-// Ps around, so a thread's system call returns to its own P and sysmon
-// retakes only Ps blocked for 10 ms. govm's own Go code is small, so more Ps never means
-// more busy threads than CPUs for long.
+// device's I/O goroutine sits in ppoll (on its doorbells, and virtio-net's
+// also on the tap), and Go counts a thread in a blocking system call
+// against GOMAXPROCS until sysmon takes its P away. With the default (one
+// P per host CPU) those threads hold every P most of the time, so sysmon
+// retakes a P after every 20 us a thread spends in a system call, hands it
+// to another thread, and polls again at its shortest period; the thread
+// coming back from its system call then finds no P and parks, and another
+// thread runs its goroutine later. One P per blocking thread on top of one
+// per CPU keeps idle Ps around, so a thread's system call returns to its
+// own P and sysmon retakes only Ps blocked for 10 ms. govm's own Go code is
+// small, so more Ps never means more busy threads than CPUs for long. The
+// context switches and CPU per frame this saves are in bench/README.md
+// ("Design measurements").
 
 // sizeProcs raises GOMAXPROCS for the blocking threads of this machine,
 // unless the user chose a value (the GOMAXPROCS environment variable).
+// It counts one per virtio queue: at least one per device I/O goroutine
+// (virtio-net serves its two queues from one), so never too few.
 func (m *Machine) sizeProcs() {
 	blocking := m.cfg.CPUs
 	for _, s := range m.slots {

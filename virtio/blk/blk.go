@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/govm/govm/virtio"
@@ -53,11 +52,9 @@ const (
 var (
 	// ErrNoBackend is returned by New without a backend.
 	ErrNoBackend = errors.New("virtioblk: no backend")
-	// ErrActive is returned by Activate on an active device.
-	ErrActive = errors.New("virtioblk: already active")
 	// ErrBadActivation is returned when the transport hands over the
-	// wrong number of queues or kick channels.
-	ErrBadActivation = errors.New("virtioblk: activation needs 1 queue and 1 kick channel")
+	// wrong number of queues or doorbells (or no memory or interrupt).
+	ErrBadActivation = errors.New("virtioblk: activation needs 1 queue and 1 doorbell")
 	// ErrBadRequest is the kind of a *virtio.GuestError for a request
 	// whose framing is broken (no status byte, short header).
 	ErrBadRequest = errors.New("virtioblk: malformed request")
@@ -119,10 +116,7 @@ type Device struct {
 	herr     hostErrors            // hosterr.go
 	notify   virtio.NotifyCounters // the request queue's, kept across resets
 
-	mu   sync.Mutex // guards stop/done against concurrent Activate/Reset
-	stop chan struct{}
-	done chan struct{}
-	bell *virtio.Doorbell // the request queue's, rung by Reset
+	io virtio.Worker // the request queue's I/O goroutine
 }
 
 var _ virtio.Device = (*Device)(nil)
@@ -209,30 +203,14 @@ func (d *Device) Activate(a virtio.Activation) error {
 	if len(a.Queues) != 1 || len(a.Bells) != 1 || a.Mem == nil || a.Intr == nil {
 		return ErrBadActivation
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stop != nil {
-		return ErrActive
-	}
-	d.stop, d.done = make(chan struct{}), make(chan struct{})
-	w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
-		Bell: a.Bells[0], Intr: a.Intr, Stop: d.stop, Batch: decisionBatch(a.Features),
-		Counters: &d.notify, Poll: &virtio.Poller{Max: d.cfg.PollMax}, Member: a.Member}}
-	d.bell = a.Bells[0]
-	go w.run(d.done)
-	return nil
+	return d.io.Start(a.Bells[:1], func(stop <-chan struct{}) {
+		w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
+			Bell: a.Bells[0], Intr: a.Intr, Stop: stop, Batch: decisionBatch(a.Features),
+			Counters: &d.notify, Poll: &virtio.Poller{Max: d.cfg.PollMax}, Member: a.Member}}
+		w.run()
+	})
 }
 
 // Reset stops the I/O goroutine and waits for it: when Reset returns the
 // device touches neither guest memory nor the queue (spec 2.4).
-func (d *Device) Reset() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stop == nil {
-		return
-	}
-	close(d.stop)
-	d.bell.Ring() // wakes a goroutine asleep on the kick
-	<-d.done
-	d.stop, d.done, d.bell = nil, nil, nil
-}
+func (d *Device) Reset() { d.io.Stop() }

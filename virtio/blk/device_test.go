@@ -221,7 +221,7 @@ func TestResetStopsAndReactivates(t *testing.T) {
 	if err := e.dev.Activate(a); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.dev.Activate(a); !errors.Is(err, ErrActive) {
+	if err := e.dev.Activate(a); !errors.Is(err, virtio.ErrActive) {
 		t.Fatalf("second Activate = %v", err)
 	}
 	if !e.d.WaitUsedIdx(used+1, 5*time.Second) {

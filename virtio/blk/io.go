@@ -12,13 +12,13 @@ import (
 // worker is the device's single I/O goroutine and its state. It serves
 // requests one after another, straight between the backend and guest
 // memory, through the queue core's serve loop (virtio.Server), which owns
-// notifications and the interrupt decision. A pool of I/O goroutines
-// executing a batch's requests in parallel (completions in any order, one
-// interrupt per batch, FLUSH held behind earlier writes) was built and
-// measured in commit 4b9ba0f: on our 2-core hosts, where the guest's vCPU
-// spins on one core while it waits, it gained nothing at queue depth 32 or
-// for 1 MiB sequential reads, so the simpler serial loop stays. Revive it
-// from there for hosts with cores to spare.
+// notifications and the interrupt decision. Requests run one at a time:
+// a pool of I/O goroutines executing a batch's requests in parallel
+// (completions in any order, one interrupt per batch, FLUSH held behind
+// earlier writes) needs cores to spare, and on a 2-core host, where the
+// guest's vCPU spins on one core while it waits, it gains nothing, so the
+// simpler serial loop stays (bench/README.md, "Design measurements", says
+// where the pool is, for hosts with cores to spare).
 type worker struct {
 	dev *Device
 	mem *guestmem.Memory
@@ -31,10 +31,9 @@ type worker struct {
 	hdr [HeaderLen]byte
 }
 
-// run serves the queue until stop is closed. On guest misbehaviour it
+// run serves the queue until Stop is closed. On guest misbehaviour it
 // reports DeviceError and serves no more requests until Reset.
-func (w *worker) run(done chan<- struct{}) {
-	defer close(done)
+func (w *worker) run() {
 	if err := w.srv.Serve(w.handle); err != nil {
 		w.srv.Intr.DeviceError(err)
 		w.srv.Member.Idle() // it serves nothing more: a pause need not wait
@@ -47,24 +46,21 @@ func (w *worker) run(done chan<- struct{}) {
 // With EVENT_IDX, an interrupt decision after every request (1): the
 // driver's used_event names the completion it waits for (spec 2.7.7.1),
 // and telling it at that completion, while later requests of the pass still
-// run, lets its interrupt handler (emulated, so slow, on our hosts) and its
-// refill of the ring overlap the device's reads. Deciding once per pass, the
-// device finished the whole batch, then interrupted and idled until the
-// driver resubmitted and kicked: BenchmarkBlk's 1 MiB reads at queue depth 4
-// took a kick per batch (245 per 1000 requests). On a lightly loaded host
-// (load ~3, a core for each side) the driver now refills a device still at
-// work (31 kicks per 1000) and the phase went from 0.39 to 0.68 of the host
-// pread loop. At load ~5, medians of 10 alternating runs: +48% for it, +30%
-// for 4 KiB reads at queue depth 32 (whose refills now also skip kicks);
-// at load 7-9 the two are within the host's noise. A decision costs a fence
-// and a load, and interrupts at most once per re-arm of used_event.
+// run, lets its interrupt handler (slow where it is emulated) and its
+// refill of the ring overlap the device's reads. Deciding once per pass,
+// the device would finish the whole batch, then interrupt and idle until
+// the driver resubmitted and kicked, a kick per batch; deciding per
+// request, the driver refills a device still at work, which needs no kick.
+// A decision costs a fence and a load, and interrupts at most once per
+// re-arm of used_event.
 //
 // Without EVENT_IDX, once per pass (0): VRING_AVAIL_F_NO_INTERRUPT is one
 // flag, still clear from the driver's last wait until its completion
 // handler sets it again, so every completion decided in between would
-// interrupt anew. Measured with the test kernel's driver (blk.event_idx=0):
-// 1 MiB reads at queue depth 4 took 333-684 interrupts per 1000 requests
-// instead of 250, and gained nothing.
+// interrupt anew: more interrupts, and no gain.
+//
+// The measurements behind both choices are in bench/README.md ("Design
+// measurements").
 func decisionBatch(features uint64) int {
 	if features&virtio.Bit(virtio.FeatureRingEventIdx) != 0 {
 		return 1

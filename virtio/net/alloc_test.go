@@ -65,7 +65,7 @@ func TestTXSendNoAlloc(t *testing.T) {
 	features := feat(FeatureMrgRxBuf, FeatureCsum, FeatureHostTSO4, virtio.FeatureRingIndirectDesc)
 	be := &nullBackend{}
 	d, a, ds := stepRig(t, features, be)
-	tx := newTX(d, a, hdrLen(features))
+	tx := newTX(d, a, hdrLen(features), make(chan struct{}))
 	f := frame(1514, 1)
 	heads := []uint16{
 		ds[TXQueue].BuildChain([][]byte{gsoHdr(hdrLenMrg, gsoTCPv4), f}, nil),
@@ -113,7 +113,7 @@ func TestRXDeliverNoAlloc(t *testing.T) {
 			hdr := hdrLen(tt.feat)
 			be := (&nullBackend{}).setFrame(hdr, frame(1514, 7))
 			d, a, ds := stepRig(t, tt.feat, be)
-			r := newRX(d, a, hdr)
+			r := newRX(d, a, hdr, make(chan struct{}))
 			var heads []uint16
 			for _, n := range tt.bufs {
 				heads = append(heads, ds[RXQueue].BuildChain(nil, []int{n}))

@@ -47,12 +47,12 @@ const (
 	fuzzTXPFN = 9
 )
 
-// FuzzRXTXLoops drives the device's real RX and TX goroutines, as
-// cloud-hypervisor's virtio-net fuzzer does: the input chooses the
-// negotiated features, both queue sizes, the whole guest memory image
-// (descriptor tables, avail and used rings with their indexes and event
-// fields, buffers) and the frames the host side sends; a socketpair plays
-// the tap. Whatever the input, the device must not panic or hang (Reset
+// FuzzRXTXLoops drives the device's real I/O goroutine (loop.go: RX, TX
+// and the backend), as cloud-hypervisor's virtio-net fuzzer does: the
+// input chooses the negotiated features, both queue sizes, the whole guest
+// memory image (descriptor tables, avail and used rings with their indexes
+// and event fields, buffers) and the frames the host side sends; a
+// socketpair plays the tap. Whatever the input, the device must not panic or hang (Reset
 // returns), must write only whole frames within the limit to the tap, and
 // must deliver no more frames to the guest than the host sent.
 //
@@ -81,7 +81,7 @@ func FuzzRXTXLoops(f *testing.F) {
 // TX frame to the tap and the host's frame into the guest.
 func TestLoopsRigMovesFrames(t *testing.T) {
 	// Wait for the work itself, not for quiet: on a loaded host the
-	// goroutines may sit unscheduled longer than settle's polls.
+	// device's goroutine may sit unscheduled longer than settle's polls.
 	done := func(s Stats) bool { return s.RX.Frames == 1 && s.TX.Frames == 16 }
 	for _, poll := range []byte{0, 0x80} { // and with the loop busy-polling
 		in := seedLoops(0x01, 4, 4, [][]byte{make([]byte, 60)})
@@ -291,7 +291,7 @@ func runLoops(t *testing.T, in []byte, until func(Stats) bool) (Stats, int) {
 	return s, sent
 }
 
-// settle waits until the device goroutines have stopped changing anything
+// settle waits until the device's goroutine has stopped changing anything
 // (stats and both used indexes stable over several polls), at most 100 ms:
 // the rings the input wrote are finite, so a healthy device runs dry fast.
 // On a loaded host it may stop early; that only shortens what an input

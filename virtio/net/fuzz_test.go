@@ -56,9 +56,8 @@ func FuzzTXChain(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.stop = make(chan struct{})
 		a := virtiotest.Activation(virtiotest.NewRecordingInterrupt(), features, ds...)
-		tx := newTX(d, a, hdrLen(features))
+		tx := newTX(d, a, hdrLen(features), make(chan struct{}))
 		c, err := txd.Queue.Pop(txd.Mem)
 		if err != nil || c == nil {
 			return

@@ -14,13 +14,10 @@ import (
 //
 // Why one goroutine and not one per queue: a request and its answer cross
 // both queues (ping: RX then TX), and with one thread per queue each
-// crossing woke a second thread. With the guest polling its rings and one
-// packet in flight, govm's two threads took 2.5 context switches per ping
-// against QEMU's one main-loop thread's 1.1-1.9, and reached 0.66x its
-// packets/s; one thread takes 1 and ~2x (BenchmarkNetPoll; numbers in
-// docs/architecture.md). Firecracker's net device is one event loop too.
-// Throughput in one direction is unchanged: the other side's turn costs a
-// non-blocking look.
+// crossing wakes a second thread; with one, the crossing is a turn of the
+// same loop, often taken before it sleeps. Firecracker's net device and
+// QEMU's main loop have the same shape. Traffic in one direction pays
+// little for it: the other side's turn costs a non-blocking look.
 //
 // Fairness: each turn serves at most passBudget TX chains and reads at most
 // passBudget RX frames, so a flood one way cannot starve the other.
@@ -130,10 +127,8 @@ func (l *loop) run() {
 // The loop spins only once the guest has sent since the loop last slept
 // (run's answered): polling pays when the guest answers what it receives.
 // A guest that only receives has nothing for the spin to find sooner than
-// the tap's wakeup brings it, and the spinning thread took CPU from the
-// guest and the sender: rxrig (host UDP flood of 64 B frames, 3 s) got
-// 347,000-385,000 frames into the guest with the spin against
-// 517,000-613,000 without.
+// the tap's wakeup brings it, and the spinning thread only takes CPU from
+// the guest and the sender, so fewer frames reach the guest.
 func (l *loop) spin(txLive, rxLive bool) (found bool) {
 	if l.poll.Begin() == 0 {
 		return false

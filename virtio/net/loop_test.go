@@ -13,7 +13,7 @@ import (
 func TestRXServeBudget(t *testing.T) {
 	be := (&nullBackend{}).setFrame(hdrLenBase, frame(100, 3))
 	d, a, ds := stepRig(t, 0, be)
-	r := newRX(d, a, hdrLenBase)
+	r := newRX(d, a, hdrLenBase, make(chan struct{}))
 	for i := 0; i < 16; i++ {
 		ds[RXQueue].AddChain(nil, []int{hdrLenBase + maxFrame})
 	}

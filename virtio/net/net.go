@@ -2,7 +2,8 @@
 // tap-like Backend, with the legacy header layout (5.1.6, "legacy
 // interface" notes): a 10-byte struct virtio_net_hdr, 12 bytes with
 // VIRTIO_NET_F_MRG_RXBUF. Queue 0 receives (host -> guest), queue 1
-// transmits; each has its own goroutine.
+// transmits; one I/O goroutine (loop.go) serves both queues and the
+// backend.
 package virtionet
 
 import (
@@ -92,10 +93,7 @@ type Device struct {
 
 	stats stats
 
-	// Set by Activate, cleared by Reset.
-	stop  chan struct{}
-	bells []*virtio.Doorbell // RX, TX: rung by Reset
-	wg    sync.WaitGroup
+	io virtio.Worker // the one I/O goroutine (loop)
 }
 
 var _ virtio.Device = (*Device)(nil)
@@ -172,9 +170,6 @@ func (d *Device) MAC() net.HardwareAddr {
 // Activate configures the backend for the negotiated features and starts
 // the I/O goroutine that serves both queues.
 func (d *Device) Activate(a virtio.Activation) error {
-	if d.stop != nil {
-		return errors.New("virtionet: already active")
-	}
 	if len(a.Queues) < 2 || len(a.Bells) < 2 {
 		return fmt.Errorf("%w: got %d", ErrQueues, len(a.Queues))
 	}
@@ -185,29 +180,17 @@ func (d *Device) Activate(a virtio.Activation) error {
 	if err := d.be.SetOffload(offloadFlags(a.Features)); err != nil {
 		return fmt.Errorf("virtionet: %w", err)
 	}
-	d.stop = make(chan struct{})
-	d.bells = a.Bells[:2]
-	l := &loop{rx: newRX(d, a, hdr), tx: newTX(d, a, hdr), be: d.be, stop: d.stop,
-		poll: virtio.Poller{Max: d.pollMax}}
-	copy(l.bells[:], a.Bells[:2])
-	d.wg.Add(1)
-	go func() { defer d.wg.Done(); l.run() }()
-	return nil
+	// Every sleep of the loop is on both doorbells (loop.sleep), so
+	// Reset's rings always wake it.
+	return d.io.Start(a.Bells[:2], func(stop <-chan struct{}) {
+		l := &loop{rx: newRX(d, a, hdr, stop), tx: newTX(d, a, hdr, stop), be: d.be, stop: stop,
+			poll: virtio.Poller{Max: d.pollMax}}
+		copy(l.bells[:], a.Bells[:2])
+		l.run()
+	})
 }
 
 // Reset stops the I/O goroutine and waits for it. A frame read from the
 // backend but not yet delivered is lost, like one in flight on a wire that
 // is unplugged.
-func (d *Device) Reset() {
-	if d.stop == nil {
-		return
-	}
-	close(d.stop)
-	// Every sleep of the loop is on both doorbells: ringing them wakes
-	// it to see Stop, whatever else it waits for.
-	for _, b := range d.bells {
-		b.Ring()
-	}
-	d.wg.Wait()
-	d.stop, d.bells = nil, nil
-}
+func (d *Device) Reset() { d.io.Stop() }

@@ -109,9 +109,9 @@ const (
 	maxReadBackoff = 100 * time.Millisecond
 )
 
-func newRX(d *Device, a virtio.Activation, hdr int) *rx {
+func newRX(d *Device, a virtio.Activation, hdr int, stop <-chan struct{}) *rx {
 	r := &rx{
-		vq:  newVQ(d, a, RXQueue, &d.stats.rx),
+		vq:  newVQ(d, a, RXQueue, &d.stats.rx, stop),
 		be:  d.be,
 		mrg: a.Features&virtio.Bit(FeatureMrgRxBuf) != 0,
 		hdr: hdr,

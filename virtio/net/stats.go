@@ -64,16 +64,16 @@ func (d *Device) Stats() Stats {
 // refills RX on interrupts).
 const batchMax = 64
 
-// vq is what both I/O goroutines need of their queue: the queue core's
-// serve loop, which owns notifications and the interrupt decision.
+// vq is what RX and TX each need of their queue: the queue core's serve
+// loop, which owns notifications and the interrupt decision.
 type vq struct {
 	virtio.Server
 	c *counters
 }
 
-func newVQ(d *Device, a virtio.Activation, idx int, c *counters) vq {
+func newVQ(d *Device, a virtio.Activation, idx int, c *counters, stop <-chan struct{}) vq {
 	return vq{Server: virtio.Server{Mem: a.Mem, Queue: a.Queues[idx], Bell: a.Bells[idx],
-		Intr: a.Intr, Stop: d.stop, Batch: batchMax, Counters: &c.notify, Member: a.Member}, c: c}
+		Intr: a.Intr, Stop: stop, Batch: batchMax, Counters: &c.notify, Member: a.Member}, c: c}
 }
 
 // fail reports an error that stops this queue: guest misbehaviour or a dead

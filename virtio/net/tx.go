@@ -28,9 +28,9 @@ type tx struct {
 	hdrCopy  [hdrLenMrg]byte
 }
 
-func newTX(d *Device, a virtio.Activation, hdr int) *tx {
+func newTX(d *Device, a virtio.Activation, hdr int, stop <-chan struct{}) *tx {
 	return &tx{
-		vq:       newVQ(d, a, TXQueue, &d.stats.tx),
+		vq:       newVQ(d, a, TXQueue, &d.stats.tx, stop),
 		be:       d.be,
 		features: a.Features,
 		hdr:      hdr,
