@@ -42,8 +42,11 @@ const (
 // Queue is one sample of one queue.
 type Queue struct {
 	Device string // "disk 0 (/var/d.img)"
-	Index  int
-	Name   string // "requests", "rx", "tx"
+	// Slot is the sampler's index of the device, handed back in a
+	// Report for Recover to find it by; opaque here.
+	Slot  int
+	Index int
+	Name  string // "requests", "rx", "tx"
 
 	// The ring as the guest's memory shows it.
 	AvailIdx, UsedIdx     uint16

@@ -17,14 +17,7 @@ func (m *Machine) startWatchdog() func() {
 		Report: func(r stall.Report) { m.logf("%s", r) },
 	}
 	if m.cfg.WatchdogRecover {
-		cfg.Recover = func(r stall.Report) {
-			for _, sl := range m.slots {
-				if sl.what == r.Queue.Device {
-					sl.dev.Recover(string(r.Kind), r.Queue.Index)
-					m.logf("watchdog: recovering %s on %s queue %d", r.Kind, sl.what, r.Queue.Index)
-				}
-			}
-		}
+		cfg.Recover = m.recover
 	}
 	wd := stall.New(cfg)
 	if err := wd.Run(); err != nil {
@@ -46,7 +39,7 @@ func (m *Machine) watchSample(dst []stall.Queue) ([]stall.Queue, bool) {
 	if m.closed {
 		return dst, false
 	}
-	for _, sl := range m.slots {
+	for i, sl := range m.slots {
 		ts := sl.dev.Stats()
 		work := ts.ISRReads
 		for _, q := range ts.Queues {
@@ -56,7 +49,7 @@ func (m *Machine) watchSample(dst []stall.Queue) ([]stall.Queue, bool) {
 			if !q.Enabled {
 				continue
 			}
-			wq := stall.Queue{Device: sl.what, Index: q.Index, Name: queueName(sl, q.Index),
+			wq := stall.Queue{Device: sl.what, Slot: i, Index: q.Index, Name: queueName(sl, q.Index),
 				AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx, AvailFlags: q.AvailFlags, UsedFlags: q.UsedFlags,
 				UsedEvent: q.UsedEvent, AvailEvent: q.AvailEvent, EventIdx: q.EventIdx,
 				Sleeping: q.Sleeping, NeedBuffers: q.NeedBuffers, SeenAvail: q.SeenAvail, Rung: q.Rung,
@@ -71,4 +64,23 @@ func (m *Machine) watchSample(dst []stall.Queue) ([]stall.Queue, bool) {
 		}
 	}
 	return dst, true
+}
+
+// recover repairs what a report found (--watchdog-recover): a lost kick by
+// kicking the queue, so its device re-checks the ring; a lost interrupt by
+// raising it again. The other kinds are the driver's or the host's to fix.
+func (m *Machine) recover(r stall.Report) {
+	if r.Queue.Slot < 0 || r.Queue.Slot >= len(m.slots) {
+		return
+	}
+	sl, q := m.slots[r.Queue.Slot], r.Queue.Index
+	switch r.Kind {
+	case stall.LostKick:
+		sl.dev.KickQueue(q)
+	case stall.LostInterrupt:
+		sl.dev.Reraise(q)
+	default:
+		return
+	}
+	m.logf("watchdog: recovering %s on %s queue %d", r.Kind, sl.what, q)
 }

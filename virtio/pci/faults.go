@@ -95,21 +95,16 @@ func (d *Transport) faultSignal(q int) bool {
 	return false
 }
 
-// Recover is the watchdog's repair (--watchdog-recover): for a lost kick
-// it kicks the queue, so the device re-checks its ring; for a lost
-// interrupt it raises the queue's interrupt again. Other kinds are the
-// driver's to fix and are left alone.
-func (d *Transport) Recover(kind string, q int) {
+// Reraise is the watchdog's repair of a lost interrupt
+// (--watchdog-recover): it raises queue q's interrupt again, counted as
+// recovered. A lost kick needs no method of its own: KickQueue makes the
+// device re-check its ring.
+func (d *Transport) Reraise(q int) {
 	if q < 0 || q >= len(d.qcounters) {
 		return
 	}
-	switch kind {
-	case "lost_kick":
-		d.KickQueue(q)
-	case "lost_interrupt":
-		d.qcounters[q].recovered.Add(1)
-		if err := d.deliver(q, true); err != nil {
-			d.logOnce(logLineError, "%v", err)
-		}
+	d.qcounters[q].recovered.Add(1)
+	if err := d.deliver(q, true); err != nil {
+		d.logOnce(logLineError, "%v", err)
 	}
 }

@@ -37,12 +37,12 @@ func TestQueueCountersAndFaults(t *testing.T) {
 			q.Notifies, q.Raised, q.Delivered(), s.Queues[0].Notifies)
 	}
 	// Recovery of the dropped interrupt: raised, counted as delivered.
-	r.d.Recover("lost_interrupt", 1)
+	r.d.Reraise(1)
 	if r.isrLevel() != ISRQueue || r.d.Stats().Queues[1].Delivered() != 3 {
 		t.Fatalf("after recovery: ISR %#x delivered %d", r.isrLevel(), r.d.Stats().Queues[1].Delivered())
 	}
 	r.checkLine(t)
-	r.d.Recover("lost_kick", 0)
+	r.d.KickQueue(0)
 	if !r.kicked(0) {
 		t.Fatal("lost_kick recovery did not kick the queue")
 	}
@@ -57,7 +57,7 @@ func TestQueueCountersAndFaults(t *testing.T) {
 	if r2.isrLevel() != 0 {
 		t.Fatal("delayed interrupt raised at once")
 	}
-	r2.d.Recover("lost_interrupt", 0)
+	r2.d.Reraise(0)
 	r2.rd(LegacyISR, 1)
 	deadline := time.Now().Add(5 * time.Second)
 	for r2.isrLevel() == 0 && time.Now().Before(deadline) {
