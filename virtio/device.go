@@ -69,3 +69,15 @@ type Device interface {
 	// device to its initial state (spec 2.4). Safe to call when inactive.
 	Reset()
 }
+
+// QueueReporter is what a Device may say of its own queues beyond the
+// queue core's counters, for stats and /metrics: the spec's name for each
+// queue, and the traffic only the device sees. Optional.
+type QueueReporter interface {
+	// QueueName names queue i ("requests", "rx", "tx").
+	QueueName(i int) string
+	// QueueTraffic returns queue i's payload bytes and its drops by
+	// reason; ok false when the device counts none beyond the queue
+	// core's (used lengths).
+	QueueTraffic(i int) (bytes uint64, drops map[string]uint64, ok bool)
+}

@@ -188,3 +188,26 @@ func (q *Queue) String() string {
 	return fmt.Sprintf("queue %d (size %d, desc %#x avail %#x used %#x, next avail %d used %d)",
 		q.Index, q.Size, q.DescAddr, q.AvailAddr, q.UsedAddr, q.nextAvail, q.nextUsed)
 }
+
+// RingState is what the driver's and the device's halves of a split ring
+// say right now: each side's flags, index and event field (spec 2.7.6,
+// 2.7.8), for diagnostics (stats, the watchdog). Reading it takes no part
+// in the notification protocol.
+type RingState struct {
+	AvailFlags, AvailIdx, UsedEvent uint16 // the driver's area
+	UsedFlags, UsedIdx, AvailEvent  uint16 // the device's area
+}
+
+// ReadRing reads q's RingState from guest memory with plain loads (a field
+// guest memory cannot supply reads as 0). Call it only for a queue that
+// Validate accepted.
+func (q *Queue) ReadRing(mem *guestmem.Memory) RingState {
+	var r RingState
+	r.AvailFlags, _ = mem.LoadUint16(q.availFlagsAddr())
+	r.AvailIdx, _ = mem.LoadUint16(q.availIdxAddr())
+	r.UsedEvent, _ = mem.LoadUint16(q.usedEventAddr())
+	r.UsedFlags, _ = mem.LoadUint16(q.usedFlagsAddr())
+	r.UsedIdx, _ = mem.LoadUint16(q.usedIdxAddr())
+	r.AvailEvent, _ = mem.LoadUint16(q.availEventAddr())
+	return r
+}

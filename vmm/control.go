@@ -187,14 +187,10 @@ func (m *Machine) Stats() api.Stats {
 					qs.Watchdog = append(qs.Watchdog, api.WatchdogEvent{Kind: string(e.Kind), Count: e.Count, Last: e.Last})
 				}
 			}
-			if sl.net != nil {
-				ns := sl.net.Stats()
-				c := ns.RX
-				if q.Index == 1 {
-					c = ns.TX
+			if sl.queues != nil {
+				if b, drops, ok := sl.queues.QueueTraffic(q.Index); ok {
+					qs.Bytes, qs.Drops = b, drops // frame bytes, not used lengths
 				}
-				qs.Bytes = c.Bytes // frame bytes, not used lengths
-				qs.Drops = map[string]uint64{"too_large": c.DropTooLarge, "malformed": c.DropMalformed, "backend": c.DropBackend}
 			}
 			s.Queues = append(s.Queues, qs)
 		}
@@ -209,9 +205,10 @@ func (m *Machine) Stats() api.Stats {
 	return s
 }
 
+// queueName is the device's name for queue q, or "queueN".
 func queueName(sl pciSlot, q int) string {
-	if sl.net != nil {
-		return [...]string{"rx", "tx"}[q&1]
+	if sl.queues != nil {
+		return sl.queues.QueueName(q)
 	}
-	return "requests"
+	return fmt.Sprintf("queue%d", q)
 }

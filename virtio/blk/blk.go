@@ -214,3 +214,11 @@ func (d *Device) Activate(a virtio.Activation) error {
 // Reset stops the I/O goroutine and waits for it: when Reset returns the
 // device touches neither guest memory nor the queue (spec 2.4).
 func (d *Device) Reset() { d.io.Stop() }
+
+var _ virtio.QueueReporter = (*Device)(nil)
+
+// QueueName is "requests", the one request queue (spec 5.2.2: requestq).
+func (d *Device) QueueName(int) string { return "requests" }
+
+// QueueTraffic is not ok: the queue core's used lengths are the traffic.
+func (d *Device) QueueTraffic(int) (uint64, map[string]uint64, bool) { return 0, nil, false }

@@ -143,3 +143,24 @@ func TestResetUnblocksAndReactivates(t *testing.T) {
 		t.Errorf("frame differs after re-activation")
 	}
 }
+
+// TestQueueReporter: the queues' names are the spec's (receiveq1 "rx",
+// transmitq1 "tx"), and each reports its frame bytes and drop reasons.
+func TestQueueReporter(t *testing.T) {
+	d, err := New(newFake(t, false), Config{MAC: testMAC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.QueueName(RXQueue) != "rx" || d.QueueName(TXQueue) != "tx" {
+		t.Fatalf("names %q %q", d.QueueName(RXQueue), d.QueueName(TXQueue))
+	}
+	d.stats.tx.bytes.Add(60)
+	d.stats.tx.dropMalformed.Add(2)
+	b, drops, ok := d.QueueTraffic(TXQueue)
+	if !ok || b != 60 || drops["malformed"] != 2 || len(drops) != 3 {
+		t.Fatalf("tx traffic %d %v %v", b, drops, ok)
+	}
+	if _, _, ok := d.QueueTraffic(2); ok {
+		t.Fatal("queue 2 reports traffic")
+	}
+}

@@ -87,3 +87,31 @@ func (v *vq) fail(err error) {
 	}
 	v.Intr.DeviceError(err)
 }
+
+var _ virtio.QueueReporter = (*Device)(nil)
+
+// QueueName is "rx" for receiveq1 and "tx" for transmitq1 (spec 5.1.2).
+func (d *Device) QueueName(i int) string {
+	switch i {
+	case RXQueue:
+		return "rx"
+	case TXQueue:
+		return "tx"
+	}
+	return fmt.Sprintf("queue%d", i)
+}
+
+// QueueTraffic is queue i's frame bytes (vnet headers excluded) and its
+// drops by reason.
+func (d *Device) QueueTraffic(i int) (uint64, map[string]uint64, bool) {
+	var c QueueStats
+	switch i {
+	case RXQueue:
+		c = d.stats.rx.snapshot()
+	case TXQueue:
+		c = d.stats.tx.snapshot()
+	default:
+		return 0, nil, false
+	}
+	return c.Bytes, map[string]uint64{"too_large": c.DropTooLarge, "malformed": c.DropMalformed, "backend": c.DropBackend}, true
+}

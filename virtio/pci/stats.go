@@ -113,14 +113,9 @@ func (d *Transport) Stats() Stats {
 			Notifies: c.notifies.Load(), EventFDs: d.bells[i].Signals(),
 			Raised: c.raised.Load(), Coalesced: c.coalesced.Load(), Rung: d.bells[i].Pending()}
 		if qs.Enabled {
-			// Split ring layout (spec 2.7.6, 2.7.8): flags, idx, ring,
-			// then the other side's event field after the ring.
-			qs.AvailFlags, _ = d.mem.LoadUint16(q.AvailAddr)
-			qs.AvailIdx, _ = d.mem.LoadUint16(q.AvailAddr + 2)
-			qs.UsedEvent, _ = d.mem.LoadUint16(q.AvailAddr + 4 + 2*uint64(q.Size))
-			qs.UsedFlags, _ = d.mem.LoadUint16(q.UsedAddr)
-			qs.UsedIdx, _ = d.mem.LoadUint16(q.UsedAddr + 2)
-			qs.AvailEvent, _ = d.mem.LoadUint16(q.UsedAddr + 4 + 8*uint64(q.Size))
+			r := q.ReadRing(d.mem)
+			qs.AvailFlags, qs.AvailIdx, qs.UsedEvent = r.AvailFlags, r.AvailIdx, r.UsedEvent
+			qs.UsedFlags, qs.UsedIdx, qs.AvailEvent = r.UsedFlags, r.UsedIdx, r.AvailEvent
 			qs.EventIdx = q.EventIdx()
 		}
 		w := q.Watch()
