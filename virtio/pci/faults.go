@@ -3,12 +3,14 @@ package virtiopci
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/govm/govm/virtio"
 )
 
 // Faults are deliberate notification losses, for proving govm's
-// lost-notification watchdog (docs/usage.md, GOVM_FAULTS). The zero value
-// injects nothing, and a transport without faults pays one pointer load
-// per signal and kick.
+// lost-notification watchdog (docs/usage.md, GOVM_FAULTS). They are a
+// wrapper SetFaults installs around the transport's kick and interrupt
+// paths; a transport without them runs none of this code.
 type Faults struct {
 	DropInterrupt  uint64        // drop the Nth used-buffer signal of the device (1-based; 0 = none)
 	DropKick       uint64        // drop the Nth driver notification of the device (1-based; 0 = none)
@@ -21,78 +23,88 @@ type Faults struct {
 	DelayKick time.Duration
 }
 
-// faultState counts towards the Nth signal and kick.
-type faultState struct {
+// faulty is the wrapper: it counts towards the Nth signal and kick.
+type faulty struct {
 	Faults
+	d              *Transport
 	signals, kicks atomic.Uint64
 }
 
-// SetFaults arms f. Call before the guest runs.
+// SetFaults installs f's wrapper (or removes it, for the zero Faults):
+// the port notifications, the ioeventfd kicks the devices take from their
+// doorbells, and the used-buffer signals of the device's next activation
+// go through it. Call before the guest runs.
 func (d *Transport) SetFaults(f Faults) {
+	d.notify, d.intr = d.notifyQueue, virtio.Interrupt(d)
+	for _, b := range d.bells {
+		b.Intercept = nil
+	}
 	if f == (Faults{}) {
-		d.faults = nil
 		return
 	}
-	d.faults = &faultState{Faults: f}
+	w := &faulty{Faults: f, d: d}
+	d.notify, d.intr = w.notify, faultyInterrupt{d, w}
+	for i, b := range d.bells {
+		// A KVM ioeventfd writes the same eventfd (ioeventfd.go).
+		b.Intercept = func() bool { return w.dropKick() || w.delayKick(i) }
+	}
+}
+
+// notify is a port-write notification of queue q under the faults.
+func (w *faulty) notify(q int) {
+	if w.dropKick() {
+		return
+	}
+	w.d.countNotify(q)
+	if !w.delayKick(q) {
+		w.d.KickQueue(q)
+	}
 }
 
 // dropKick reports whether this kick is the one to lose.
-func (d *Transport) dropKick() bool {
-	f := d.faults
-	if f == nil || f.DropKick == 0 {
+func (w *faulty) dropKick() bool {
+	if w.DropKick == 0 {
 		return false
 	}
-	if f.kicks.Add(1) == f.DropKick {
-		d.logf("%s: fault injection: dropped kick %d", d.name, f.DropKick)
+	if w.kicks.Add(1) == w.DropKick {
+		w.d.logf("%s: fault injection: dropped kick %d", w.d.name, w.DropKick)
 		return true
 	}
 	return false
-}
-
-// kick passes a port-write notification of queue q to its device: at
-// once, or DelayKick later. The doorbells are never replaced, so a late
-// kick after a reset only costs the device a look at an empty ring.
-func (d *Transport) kick(q int) {
-	if !d.delayKick(q) {
-		d.KickQueue(q)
-	}
 }
 
 // delayKick rings queue q's doorbell DelayKick from now and reports true,
-// or reports false when kicks are not delayed.
-func (d *Transport) delayKick(q int) bool {
-	f := d.faults
-	if f == nil || f.DelayKick <= 0 {
+// or reports false when kicks are not delayed. The doorbells are never
+// replaced, so a late kick after a reset only costs the device a look at
+// an empty ring.
+func (w *faulty) delayKick(q int) bool {
+	if w.DelayKick <= 0 {
 		return false
 	}
-	time.AfterFunc(f.DelayKick, func() { d.KickQueue(q) })
+	time.AfterFunc(w.DelayKick, func() { w.d.KickQueue(q) })
 	return true
 }
 
-// eventfdKick applies the kick faults to an ioeventfd notification of
-// queue q, which the device takes from its doorbell without a port exit
-// (virtio.Doorbell.Intercept): true when it is dropped or rung later.
-func (d *Transport) eventfdKick(q int) bool {
-	return d.dropKick() || d.delayKick(q)
+// faultyInterrupt is the transport as the devices' virtio.Interrupt with
+// the interrupt faults applied to used-buffer signals.
+type faultyInterrupt struct {
+	*Transport
+	w *faulty
 }
 
-// faultSignal applies the interrupt faults to a used-buffer signal of
-// queue q. It reports true when the fault took the signal over (dropped,
-// or raised later by a timer).
-func (d *Transport) faultSignal(q int) bool {
-	f := d.faults
-	if f == nil {
-		return false
+// SignalUsed drops the DropInterrupt-th signal, or raises every signal
+// DelayInterrupt later, or passes it on.
+func (fi faultyInterrupt) SignalUsed(q int) error {
+	w := fi.w
+	if w.DropInterrupt != 0 && w.signals.Add(1) == w.DropInterrupt {
+		fi.logf("%s: fault injection: dropped interrupt %d (queue %d)", fi.name, w.DropInterrupt, q)
+		return nil
 	}
-	if f.DropInterrupt != 0 && f.signals.Add(1) == f.DropInterrupt {
-		d.logf("%s: fault injection: dropped interrupt %d (queue %d)", d.name, f.DropInterrupt, q)
-		return true
+	if w.DelayInterrupt > 0 {
+		time.AfterFunc(w.DelayInterrupt, func() { _ = fi.deliver(q, false) })
+		return nil
 	}
-	if f.DelayInterrupt > 0 {
-		time.AfterFunc(f.DelayInterrupt, func() { _ = d.deliver(q, false) })
-		return true
-	}
-	return false
+	return fi.Transport.SignalUsed(q)
 }
 
 // Reraise is the watchdog's repair of a lost interrupt

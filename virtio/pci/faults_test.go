@@ -25,7 +25,7 @@ func TestQueueCountersAndFaults(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3; i++ {
-		if err := r.d.SignalUsed(1); err != nil {
+		if err := r.d.intr.SignalUsed(1); err != nil {
 			t.Fatal(err)
 		}
 		r.rd(LegacyISR, 1)
@@ -51,7 +51,7 @@ func TestQueueCountersAndFaults(t *testing.T) {
 	// recovery stood in for it meanwhile.
 	r2 := newRig(t)
 	r2.d.SetFaults(Faults{DelayInterrupt: 50 * time.Millisecond})
-	if err := r2.d.SignalUsed(0); err != nil {
+	if err := r2.d.intr.SignalUsed(0); err != nil {
 		t.Fatal(err)
 	}
 	if r2.isrLevel() != 0 {

@@ -14,9 +14,6 @@ import "fmt"
 // SignalUsed implements Interrupt: ISR bit 0 for any queue (legacy has a
 // single ISR for all queues).
 func (d *Transport) SignalUsed(q int) error {
-	if d.faultSignal(q) {
-		return nil
-	}
 	return d.deliver(q, false)
 }
 

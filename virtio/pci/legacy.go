@@ -103,7 +103,11 @@ type Transport struct {
 
 	counters  pciCounters     // stats.go
 	qcounters []queueCounters // stats.go, one per queue
-	faults    *faultState     // faults.go; nil unless testing the watchdog
+	// notify takes a port-write notification of a queue (notifyQueue,
+	// or the faults' wrapper: faults.go); intr is what the device
+	// signals through (the transport itself, or the wrapper).
+	notify func(q int)
+	intr   virtio.Interrupt
 
 	// mu guards the register state below. It is held across dev.Reset and
 	// dev.Activate, so device goroutines must never take it: they use
@@ -158,12 +162,11 @@ func New(dev virtio.Device, mem *guestmem.Memory, line irq.Line, irqNum uint8, l
 			d.closeBells()
 			return nil, fmt.Errorf("virtio: %s: %w", idn.name, err)
 		}
-		// A KVM ioeventfd writes the same eventfd (ioeventfd.go).
-		b.Intercept = func() bool { return d.eventfdKick(i) }
 		b.OnFail = func(err error) { d.bellFailed(i, err) }
 		d.bells = append(d.bells, b)
 	}
 	d.pfns = make([]uint32, len(d.queues))
+	d.notify, d.intr = d.notifyQueue, d
 	d.qcounters = make([]queueCounters, len(d.queues))
 	barSize := uint16(0x100)
 	if cs, ok := dev.(ConfigSizer); ok {
@@ -201,6 +204,18 @@ func (d *Transport) KickQueue(q int) {
 		return
 	}
 	d.bells[q].Ring()
+}
+
+// notifyQueue is a driver's port-write notification of queue q (in range):
+// counted, then passed to the queue's doorbell.
+func (d *Transport) notifyQueue(q int) {
+	d.countNotify(q)
+	d.KickQueue(q)
+}
+
+func (d *Transport) countNotify(q int) {
+	d.counters.notifies.Add(1)
+	d.qcounters[q].notifies.Add(1)
 }
 
 // NumQueues is the number of virtqueues the device has.
@@ -277,12 +292,7 @@ func (d *Transport) writeReg(off uint16, data []byte) {
 			d.logOnce(logNotifyRange, "notify of queue %d, device has %d", v, len(d.bells))
 			return
 		}
-		if d.dropKick() {
-			return
-		}
-		d.counters.notifies.Add(1)
-		d.qcounters[v].notifies.Add(1)
-		d.kick(int(v))
+		d.notify(int(v))
 	case off == LegacyStatus && len(data) == 1:
 		d.writeStatus(uint8(v))
 	default:
@@ -370,7 +380,7 @@ func (d *Transport) activate() {
 	}
 	member := d.gate.Join(d.gateName)
 	err := d.dev.Activate(virtio.Activation{Mem: d.mem, Features: feat, Queues: d.queues[:n], Bells: d.bells[:n:n],
-		Intr: d, Member: member})
+		Intr: d.intr, Member: member})
 	if err != nil {
 		member.Leave()
 		d.guestError(fmt.Errorf("activate with %d queues, features %#x: %w", n, feat, err))
