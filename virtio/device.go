@@ -20,7 +20,7 @@ const (
 // the ISR byte and the interrupt line.
 type Interrupt interface {
 	// SignalUsed notifies the driver of used buffers on queue q (legacy ISR
-	// bit 0). Devices call it only when Queue.NeedsInterrupt said so.
+	// bit 0). Devices call it only when Queue.needsInterrupt said so.
 	SignalUsed(q int) error
 	// SignalConfig notifies a configuration change (legacy ISR bit 1).
 	SignalConfig() error

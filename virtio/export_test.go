@@ -1,7 +1,20 @@
 package virtio
 
-import "time"
+import (
+	"time"
+
+	"github.com/govm/govm/guestmem"
+)
 
 // SetPollWindow sets p's current window, as past waits would have: for
 // tests of a Server that polls, independent of timing.
 func SetPollWindow(p *Poller, d time.Duration) { p.window = d }
+
+// The notification calls only the serve loop makes, for the queue core's
+// own tests (package virtio_test).
+
+func (q *Queue) EnableNotify(mem *guestmem.Memory) (bool, error) { return q.enableNotify(mem) }
+func (q *Queue) DisableNotify(mem *guestmem.Memory) error        { return q.disableNotify(mem) }
+func (q *Queue) NeedsInterrupt(mem *guestmem.Memory) (bool, error) {
+	return q.needsInterrupt(mem)
+}

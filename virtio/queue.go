@@ -23,8 +23,8 @@ var (
 //
 // The transport writes the configuration fields while the device is
 // inactive (before DRIVER_OK) and calls SetFeatures; afterwards exactly one
-// device goroutine calls Pop/AddUsed/NeedsInterrupt/DisableNotify/
-// EnableNotify. A Queue is not safe for concurrent use by several device
+// device goroutine calls Pop/AddUsed/needsInterrupt/disableNotify/
+// enableNotify. A Queue is not safe for concurrent use by several device
 // goroutines.
 type Queue struct {
 	// Size is the number of descriptors: a power of 2, at most MaxSize.
@@ -50,7 +50,7 @@ type Queue struct {
 	nextAvail uint16 // next avail ring entry the device will consume
 	nextUsed  uint16 // next used ring entry the device will fill
 
-	// signalledUsed is the used idx at the last NeedsInterrupt call, the
+	// signalledUsed is the used idx at the last needsInterrupt call, the
 	// "old" of vring_need_event (spec 2.7.7.1); signalledValid is false
 	// until the first call so the first batch always interrupts.
 	signalledUsed  uint16

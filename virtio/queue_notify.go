@@ -13,7 +13,7 @@ type UsedElem struct {
 // used element {id: head, len: length} and then publishes the new used idx.
 // length is the number of bytes the device wrote into the chain's writable
 // part (Chain.Written). The caller decides about interrupting afterwards
-// with NeedsInterrupt, so a batch of AddUsed calls costs one interrupt.
+// with needsInterrupt, so a batch of AddUsed calls costs one interrupt.
 func (q *Queue) AddUsed(mem *guestmem.Memory, head uint16, length uint32) error {
 	var one [1]UsedElem
 	one[0] = UsedElem{Head: head, Len: length}
@@ -74,7 +74,7 @@ func (q *Queue) AddUsedBatch(mem *guestmem.Memory, elems []UsedElem) error {
 	return nil
 }
 
-// NeedsInterrupt reports whether the driver wants a used buffer
+// needsInterrupt reports whether the driver wants a used buffer
 // notification for the buffers added since the last call (spec 2.7.7), and
 // records the current used idx as signalled. Call it once after a batch of
 // AddUsed calls; when it says true, call Interrupt.SignalUsed.
@@ -85,7 +85,7 @@ func (q *Queue) AddUsedBatch(mem *guestmem.Memory, elems []UsedElem) error {
 //   - EVENT_IDX: true iff used_event lies in (old, new], vring_need_event
 //     (spec 2.7.7.1), where old is the used idx at the last call.
 //   - otherwise: true unless VRING_AVAIL_F_NO_INTERRUPT is set (2.7.7.2).
-func (q *Queue) NeedsInterrupt(mem *guestmem.Memory) (bool, error) {
+func (q *Queue) needsInterrupt(mem *guestmem.Memory) (bool, error) {
 	if !q.Ready {
 		return false, ErrQueueNotReady
 	}
@@ -133,13 +133,13 @@ func NeedEvent(event, new, old uint16) bool {
 	return new-event-1 < new-old
 }
 
-// DisableNotify asks the driver not to kick while the device drains the
+// disableNotify asks the driver not to kick while the device drains the
 // queue (spec 2.7.10). Without EVENT_IDX it sets VRING_USED_F_NO_NOTIFY.
 // With EVENT_IDX it does nothing: the driver kicks only when avail idx
 // crosses avail_event, which it did to wake us, so it will not kick again
-// until EnableNotify moves avail_event. Suppression is only a hint, a stale
+// until enableNotify moves avail_event. Suppression is only a hint, a stale
 // view on the driver's side costs one extra kick, so no barrier is needed.
-func (q *Queue) DisableNotify(mem *guestmem.Memory) error {
+func (q *Queue) disableNotify(mem *guestmem.Memory) error {
 	if !q.Ready {
 		return ErrQueueNotReady
 	}
@@ -154,10 +154,10 @@ func (q *Queue) DisableNotify(mem *guestmem.Memory) error {
 	return nil
 }
 
-// Pending reports whether the driver has published buffers the device has
+// pending reports whether the driver has published buffers the device has
 // not taken: a look at avail idx, for a device polling its ring. Pop reads
 // it again (with the ordering that reading the ring needs).
-func (q *Queue) Pending(mem *guestmem.Memory) (bool, error) {
+func (q *Queue) pending(mem *guestmem.Memory) (bool, error) {
 	if !q.Ready {
 		return false, ErrQueueNotReady
 	}
@@ -168,13 +168,13 @@ func (q *Queue) Pending(mem *guestmem.Memory) (bool, error) {
 	return availIdx != q.nextAvail, nil
 }
 
-// EnableNotify re-enables kicks and reports whether work arrived meanwhile.
+// enableNotify re-enables kicks and reports whether work arrived meanwhile.
 // It publishes the request (VRING_USED_F_NO_NOTIFY cleared, or avail_event
 // = next avail with EVENT_IDX), issues a full barrier, then re-reads avail
 // idx. When it returns true the driver may have added buffers without
 // kicking (it saw notifications disabled), so the caller must drain again
 // instead of sleeping.
-func (q *Queue) EnableNotify(mem *guestmem.Memory) (bool, error) {
+func (q *Queue) enableNotify(mem *guestmem.Memory) (bool, error) {
 	if !q.Ready {
 		return false, ErrQueueNotReady
 	}

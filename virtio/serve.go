@@ -7,16 +7,16 @@ import (
 )
 
 // The notification discipline lives in this file, once, for every device:
-// when the device asks for kicks (EnableNotify / DisableNotify), when it
+// when the device asks for kicks (enableNotify / disableNotify), when it
 // re-checks the ring before sleeping, and when it decides to interrupt the
-// driver (NeedsInterrupt). Devices state only what they do with a chain.
+// driver (needsInterrupt). Devices state only what they do with a chain.
 //
 // One pass of Serve:
 //
-//	DisableNotify            // VRING_USED_F_NO_NOTIFY, or nothing with EVENT_IDX
+//	disableNotify            // VRING_USED_F_NO_NOTIFY, or nothing with EVENT_IDX
 //	drain: Pop -> handle -> AddUsed, deciding about an interrupt every Batch chains
-//	interrupt decision       // NeedsInterrupt -> Interrupt.SignalUsed, once per pass
-//	EnableNotify + re-check  // publish, FENCE, re-read avail idx
+//	interrupt decision       // needsInterrupt -> Interrupt.SignalUsed, once per pass
+//	enableNotify + re-check  // publish, FENCE, re-read avail idx
 //	work arrived?  -> next pass at once (the driver saw kicks off and did not kick)
 //	otherwise      -> sleep on the doorbell (or stop)
 //
@@ -108,7 +108,7 @@ func (s *Server) Stopped() bool {
 // served. Chains used before an error are still signalled.
 func (s *Server) Serve(handle Handler) error {
 	for {
-		end, err := s.Pass(handle, 0)
+		end, _, err := s.Pass(handle, 0)
 		if err != nil {
 			return err
 		}
@@ -180,46 +180,47 @@ const (
 // Pass serves what the ring holds, at most budget chains (0: no limit),
 // without sleeping: Serve's loop body, for a goroutine that serves more than
 // one queue (virtio-net's, both queues and its backend) and sleeps on all of
-// them at once. It ends with the interrupt decision for the chains it used.
-// An error is as for Serve.
-func (s *Server) Pass(handle Handler, budget int) (PassEnd, error) {
+// them at once. It ends with the interrupt decision for the chains it used,
+// and says how many it used (served). An error is as for Serve.
+func (s *Server) Pass(handle Handler, budget int) (end PassEnd, served int, err error) {
 	for {
-		if err := s.Queue.DisableNotify(s.Mem); err != nil {
-			return 0, err
+		if err := s.Queue.disableNotify(s.Mem); err != nil {
+			return 0, served, err
 		}
-		stopped, spent, derr := s.drain(handle, budget)
+		n, stopped, spent, derr := s.drain(handle, budget-served)
+		served += n
 		if stopped {
-			return PassStopped, nil
+			return PassStopped, served, nil
 		}
 		// The interrupt decision, once per pass, also after a drain
 		// that ended on a bad chain: the chains before it are done.
 		if err := s.Signal(); err != nil {
-			return 0, err
+			return 0, served, err
 		}
 		if derr != nil {
-			return 0, derr
+			return 0, served, derr
 		}
 		if spent {
-			return PassMore, nil
+			return PassMore, served, nil
 		}
 		more, err := s.Rearm()
 		if err != nil {
-			return 0, err
+			return 0, served, err
 		}
 		if !more {
-			return PassIdle, nil
+			return PassIdle, served, nil
 		}
 	}
 }
 
 // Rearm asks for kicks again before the device sleeps, with the re-check
-// that prevents lost kicks: EnableNotify publishes that we want kicks,
+// that prevents lost kicks: enableNotify publishes that we want kicks,
 // FENCE, then re-reads avail idx (see its ordering comment). A driver that
 // added buffers while kicks were off did not kick, so those buffers are
 // found here or never: sleeping without this would hang the queue. more:
 // they were found; serve them (kicks may be left on) instead of sleeping.
 func (s *Server) Rearm() (more bool, err error) {
-	more, err = s.Queue.EnableNotify(s.Mem)
+	more, err = s.Queue.enableNotify(s.Mem)
 	if more {
 		s.Queue.watch.KicksSuppressed.Add(1)
 	}
@@ -230,35 +231,36 @@ func (s *Server) Rearm() (more bool, err error) {
 // Poller's window): whether the driver has published work. Work found so
 // is counted (Watch.Polled). A poll that finds nothing ends in Rearm.
 func (s *Server) Pending() (bool, error) {
-	more, err := s.Queue.Pending(s.Mem)
+	more, err := s.Queue.pending(s.Mem)
 	if more {
 		s.Queue.watch.Polled.Add(1)
 	}
 	return more, err
 }
 
-// drain serves available chains, at most budget of them (0: all). It
-// reports stopped when Stop closed in between, spent when it stopped at the
-// budget.
-func (s *Server) drain(handle Handler, budget int) (stopped, spent bool, err error) {
-	for served := 0; ; served++ {
+// drain serves available chains, at most budget of them (budget <= 0: all;
+// Pass passes what its budget has left, never 0 when it had one). It
+// returns how many it used, and reports stopped when Stop closed in
+// between, spent when it stopped at the budget.
+func (s *Server) drain(handle Handler, budget int) (served int, stopped, spent bool, err error) {
+	for ; ; served++ {
 		if s.Stopped() {
-			return true, false, nil
+			return served, true, false, nil
 		}
 		if budget > 0 && served == budget {
-			return false, true, nil
+			return served, false, true, nil
 		}
 		s.Hold() // paused: take nothing
 		c, err := s.Queue.Pop(s.Mem)
 		if err != nil || c == nil {
-			return false, false, err
+			return served, false, false, err
 		}
 		n, err := handle(c)
 		if err != nil {
-			return false, false, err
+			return served, false, false, err
 		}
 		if err := s.Used(c.Head, n); err != nil {
-			return false, false, err
+			return served, false, false, err
 		}
 	}
 }
@@ -333,14 +335,14 @@ func (s *Server) usedN(n int) error {
 }
 
 // Signal is the interrupt decision (spec 2.7.7), the only caller of
-// NeedsInterrupt: if chains were used since the last decision and the
+// needsInterrupt: if chains were used since the last decision and the
 // driver wants to hear about them, it signals the queue's interrupt.
 func (s *Server) Signal() error {
 	if s.pending == 0 {
 		return nil
 	}
 	s.pending = 0
-	need, err := s.Queue.NeedsInterrupt(s.Mem)
+	need, err := s.Queue.needsInterrupt(s.Mem)
 	if err != nil {
 		return err
 	}
@@ -373,7 +375,7 @@ func (s *Server) ArmAvail() (more bool, err error) {
 	return s.Rearm()
 }
 
-// Quiet asks the driver for no kicks (DisableNotify). A device that polls
+// Quiet asks the driver for no kicks (disableNotify). A device that polls
 // the ring itself while it has work calls it when it starts; ArmAvail turns
 // kicks back on only while it waits.
-func (s *Server) Quiet() error { return s.Queue.DisableNotify(s.Mem) }
+func (s *Server) Quiet() error { return s.Queue.disableNotify(s.Mem) }

@@ -190,9 +190,9 @@ func TestPassBudget(t *testing.T) {
 		}
 		d.NeedsKick()
 		for _, want := range []uint16{4, 8} {
-			end, err := srv.Pass(echo, 4)
-			if err != nil || end != virtio.PassMore {
-				t.Fatalf("features %#x: Pass with chains left = %v, %v; want PassMore", features, end, err)
+			end, served, err := srv.Pass(echo, 4)
+			if err != nil || end != virtio.PassMore || served != 4 {
+				t.Fatalf("features %#x: Pass with chains left = %v, %d served, %v; want PassMore, 4", features, end, served, err)
 			}
 			if d.UsedIdx() != want {
 				t.Fatalf("features %#x: used idx %d after a pass of 4, want %d", features, d.UsedIdx(), want)
@@ -206,20 +206,20 @@ func TestPassBudget(t *testing.T) {
 			}
 		}
 		// 2 left from the first 10, plus the 2 added since.
-		end, err := srv.Pass(echo, 4)
+		end, _, err := srv.Pass(echo, 4)
 		if err != nil || end != virtio.PassMore || d.UsedIdx() != 12 {
 			t.Fatalf("features %#x: Pass = %v, %v, used %d; want PassMore at 12", features, end, err, d.UsedIdx())
 		}
-		end, err = srv.Pass(echo, 4)
-		if err != nil || end != virtio.PassIdle {
-			t.Fatalf("features %#x: Pass on an empty ring = %v, %v; want PassIdle", features, end, err)
+		end, served, err := srv.Pass(echo, 4)
+		if err != nil || end != virtio.PassIdle || served != 0 {
+			t.Fatalf("features %#x: Pass on an empty ring = %v, %d served, %v; want PassIdle, 0", features, end, served, err)
 		}
 		d.AddChain(nil, []int{1})
 		if !d.KickIfNeeded() {
 			t.Fatalf("features %#x: kicks off after PassIdle", features)
 		}
 		close(stop)
-		if end, err := srv.Pass(echo, 4); err != nil || end != virtio.PassStopped {
+		if end, _, err := srv.Pass(echo, 4); err != nil || end != virtio.PassStopped {
 			t.Fatalf("features %#x: Pass after Stop = %v, %v", features, end, err)
 		}
 	}

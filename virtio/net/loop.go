@@ -62,7 +62,7 @@ func (l *loop) run() {
 		l.rx.fail(err)
 		rxLive = false
 	}
-	rxTurn, txSince := true, uint64(0)
+	rxTurn, txSince := true, 0
 	answered := false // TX served chains since the loop last slept
 	for !l.tx.Stopped() {
 		busy := false
@@ -77,8 +77,7 @@ func (l *loop) run() {
 			txSince = 0
 		}
 		if txLive {
-			used := l.tx.Queue.Watch().Used.Load()
-			end, err := l.tx.Pass(l.tx.handle, passBudget)
+			end, n, err := l.tx.Pass(l.tx.handle, passBudget)
 			switch {
 			case err != nil:
 				l.tx.fail(err)
@@ -86,7 +85,6 @@ func (l *loop) run() {
 			case end == virtio.PassStopped:
 				return
 			}
-			n := l.tx.Queue.Watch().Used.Load() - used
 			busy = busy || n > 0 || end == virtio.PassMore
 			answered = answered || n > 0
 			if txSince += n; txSince >= passBudget {
