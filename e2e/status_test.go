@@ -1,6 +1,6 @@
 package e2e
 
-// govm's exit statuses, the contract docs/ci.md documents (cmd/govm
+// govm's exit statuses, the contract docs/usage.md ("Exit status") documents (cmd/govm
 // keeps its own constants: a test that shared them could not catch a
 // change of one).
 const (

@@ -33,7 +33,7 @@ mkdir -p build
 # input runs goroutines or decompresses): sized to stay under ~30 s.
 short_execs() {
 	case "$1" in
-	FuzzRXTXLoops) echo 4000 ;; # each input runs both goroutines
+	FuzzRXTXLoops) echo 4000 ;; # each input runs the device's I/O goroutine
 	FuzzBlkLoop) echo 6000 ;;   # each input runs the I/O goroutine until quiet
 	*) echo "$execs" ;;
 	esac

@@ -64,13 +64,19 @@ func ParseHostIP(s string) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("%w %q: want ADDR/PREFIX like 10.0.2.1/24", ErrBadAddr, s)
 	}
-	return p, CheckHostIP(p)
+	if err := CheckHostIP(p); err != nil {
+		return netip.Prefix{}, err
+	}
+	return p, nil
 }
 
 // CheckHostIP says why p cannot be the host side's address: not a usable
 // unicast one, or a network's zero address with the host bits all clear
 // (e.g. 10.0.0.0/24). nil when it can.
 func CheckHostIP(p netip.Prefix) error {
+	if !p.IsValid() {
+		return fmt.Errorf("%w %q: want ADDR/PREFIX like 10.0.2.1/24", ErrBadAddr, p)
+	}
 	a := p.Addr()
 	if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || (a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255})) {
 		return fmt.Errorf("%w %q: not a unicast address", ErrBadAddr, p)

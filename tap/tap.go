@@ -89,7 +89,7 @@ func Open(cfg Config) (*Tap, error) {
 		return nil, err
 	}
 	var prefix *netip.Prefix
-	if cfg.HostIP.IsValid() {
+	if cfg.HostIP != (netip.Prefix{}) {
 		if err := CheckHostIP(cfg.HostIP); err != nil {
 			return nil, err
 		}

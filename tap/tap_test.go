@@ -189,6 +189,7 @@ func TestOpenErrors(t *testing.T) {
 		{"long name", Config{Name: "abcdefghijklmnop"}, ErrBadName},
 		{"network address as host ip", Config{Name: "tapx0", HostIP: netip.MustParsePrefix("10.0.0.0/24")}, ErrBadAddr},
 		{"multicast host ip", Config{Name: "tapx0", HostIP: netip.MustParsePrefix("224.0.0.1/4")}, ErrBadAddr},
+		{"invalid prefix", Config{Name: "tapx0", HostIP: netip.PrefixFrom(netip.MustParseAddr("10.0.0.1"), 33)}, ErrBadAddr},
 	}
 	for _, tt := range tests {
 		tp, err := Open(tt.cfg)

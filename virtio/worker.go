@@ -40,6 +40,13 @@ func (w *Worker) Start(bells []*Doorbell, run func(stop <-chan struct{})) error 
 	return nil
 }
 
+// Running reports whether a goroutine Start began has not been stopped.
+func (w *Worker) Running() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stop != nil
+}
+
 // Stop ends the goroutine Start began and waits for it; without one it
 // does nothing.
 func (w *Worker) Stop() {

@@ -21,7 +21,10 @@ func ParseMAC(s string) (MAC, error) {
 		return MAC{}, fmt.Errorf("%w %q: want 6 bytes like 52:54:00:12:34:56", ErrBadMAC, s)
 	}
 	m := MAC(hw)
-	return m, m.Check()
+	if err := m.Check(); err != nil {
+		return MAC{}, err
+	}
+	return m, nil
 }
 
 // Check says why m cannot be a NIC's own address: a multicast one (bit 0

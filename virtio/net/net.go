@@ -170,6 +170,9 @@ func (d *Device) MAC() net.HardwareAddr {
 // Activate configures the backend for the negotiated features and starts
 // the I/O goroutine that serves both queues.
 func (d *Device) Activate(a virtio.Activation) error {
+	if d.io.Running() {
+		return virtio.ErrActive // before the backend's settings change under it
+	}
 	if len(a.Queues) < 2 || len(a.Bells) < 2 {
 		return fmt.Errorf("%w: got %d", ErrQueues, len(a.Queues))
 	}

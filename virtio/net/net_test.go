@@ -164,3 +164,20 @@ func TestQueueReporter(t *testing.T) {
 		t.Fatal("queue 2 reports traffic")
 	}
 }
+
+// TestActivateTwice: a second Activate on an active device fails with
+// virtio.ErrActive before it touches the backend's settings.
+func TestActivateTwice(t *testing.T) {
+	e := newEnv(t, 0, false)
+	size := func() int { e.be.mu.Lock(); defer e.be.mu.Unlock(); return e.be.hdrSize }
+	hdr := size()
+	// Not virtiotest.Activation: it would renegotiate the live queues.
+	a := virtio.Activation{Mem: e.rx.Mem, Features: virtio.Bit(FeatureMrgRxBuf), Intr: virtiotest.NewRecordingInterrupt(),
+		Queues: []*virtio.Queue{e.rx.Queue, e.tx.Queue}, Bells: []*virtio.Doorbell{e.rx.Bell(), e.tx.Bell()}}
+	if err := e.dev.Activate(a); !errors.Is(err, virtio.ErrActive) {
+		t.Fatalf("second Activate: %v, want ErrActive", err)
+	}
+	if size() != hdr {
+		t.Fatalf("the backend's header size changed from %d to %d", hdr, size())
+	}
+}
