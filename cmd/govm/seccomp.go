@@ -9,6 +9,7 @@ import (
 
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/sandbox"
+	"github.com/govm/govm/sandbox/probe"
 )
 
 // seccompDefault is --seccomp's default: on, unless GOVM_SECCOMP says
@@ -50,58 +51,20 @@ func startSandbox(mode sandbox.Mode, ln *net.UnixListener, sock *api.Socket) err
 	return nil
 }
 
-// seccompProbe makes the call the probe named, and returns its error.
-// Each is harmless when it is allowed (audit mode): it signals nothing,
-// creates and removes only its own file in the temporary directory.
+// seccompProbe makes the call the probe named (sandbox/probe, and two of
+// govm's own), and returns its error. Each is harmless when it is allowed
+// (audit mode): it signals nothing, creates and removes only its own file
+// in the temporary directory.
 func seccompProbe(name string) error {
-	tmp := os.TempDir() + "/govm-seccomp-probe"
+	dir := os.TempDir()
 	switch name {
-	case "getpriority":
-		_, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
-		return err
-	case "open":
-		fd, err := unix.Open("/etc/hostname", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		return err
-	case "create":
-		fd, err := unix.Open(tmp, unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
-		unix.Close(fd)
-		return err
 	case "unlink":
-		return unix.Unlinkat(unix.AT_FDCWD, tmp, 0)
-	case "socket":
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		unix.Close(fd)
-		return err
-	case "tgkill-other":
-		return unix.Tgkill(1, 1, 0) // signal 0: a check, nothing sent
-	case "kill":
-		return unix.Kill(1, 0)
-	case "mmap-exec":
-		b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
-		if err == nil {
-			unix.Munmap(b)
-		}
-		return err
-	case "mprotect-exec":
-		b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-		if err != nil {
-			return err
-		}
-		defer unix.Munmap(b)
-		return unix.Mprotect(b, unix.PROT_READ|unix.PROT_EXEC)
-	case "prlimit-other":
-		var old unix.Rlimit
-		return unix.Prlimit(1, unix.RLIMIT_NOFILE, nil, &old)
-	case "ioctl-other":
-		_, err := unix.IoctlGetInt(0, unix.TIOCINQ) // FIONREAD
-		return err
-	case "dup":
-		fd, err := unix.Dup(1)
-		unix.Close(fd)
-		return err
+		return unix.Unlinkat(unix.AT_FDCWD, dir+"/"+probe.Created, 0)
 	case "execve":
 		return unix.Exec("/bin/true", []string{"true"}, nil)
+	}
+	if known, err := probe.Call(name, dir); known {
+		return err
 	}
 	return fmt.Errorf("unknown probe %q", name)
 }
