@@ -7,8 +7,11 @@ import (
 )
 
 // SetPollWindow sets p's current window, as past waits would have: for
-// tests of a Server that polls, independent of timing.
+// tests of a Loop that polls, independent of timing.
 func SetPollWindow(p *Poller, d time.Duration) { p.window = d }
+
+// Signal is the interrupt decision the Loop makes after every turn.
+func (s *Server) Signal() error { return s.signal() }
 
 // The notification calls only the serve loop makes, for the queue core's
 // own tests (package virtio_test).

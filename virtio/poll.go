@@ -53,6 +53,9 @@ const pollMin = 4 * time.Microsecond
 // window to spin for now (0: do not spin, sleep at once). Found ends the
 // wait.
 func (p *Poller) Begin() time.Duration {
+	if p.Max <= 0 {
+		return 0 // polling off: not even a clock read
+	}
 	p.start = time.Now()
 	p.end = p.start.Add(p.window)
 	return p.window
@@ -70,14 +73,18 @@ func (p *Poller) Spinning() bool {
 // (sched_yield(2)) at every look, so a spin gives way to the vCPU or the
 // traffic source when they share its CPU. It is not enough to make a
 // spin free on a busy host: an RX flood into the guest loses about as much
-// with it as without, which is why virtio-net spins only after the guest
-// has sent (see its loop). A raw system call: it never blocks.
+// with it as without, which is why a Loop spins only after work the
+// driver answers (Source.Prompts). A raw system call: it never blocks.
 func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // Found ends the wait begun by Begin: work arrived while spinning, or the
 // sleep after the window ended (a kick). It adapts the window to how long
 // the wait took.
-func (p *Poller) Found() { p.adapt(time.Since(p.start)) }
+func (p *Poller) Found() {
+	if p.Max > 0 {
+		p.adapt(time.Since(p.start))
+	}
+}
 
 // Window is the current window.
 func (p *Poller) Window() time.Duration { return p.window }

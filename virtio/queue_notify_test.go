@@ -200,20 +200,22 @@ func TestDisableEnableNotify(t *testing.T) {
 	})
 }
 
-// runDevice serves q with the queue core's serve loop (virtio.Server, the
+// runDevice serves q with the queue core's serve loop (virtio.Loop, the
 // one every govm device uses) making an interrupt decision every batch
 // chains: each chain's 2-byte request comes back byte-swapped.
 func runDevice(t *testing.T, mem *guestmem.Memory, q *virtio.Queue, bell *virtio.Doorbell,
-	intr virtio.Interrupt, stop <-chan struct{}, batch int) {
-	srv := virtio.Server{Mem: mem, Queue: q, Bell: bell, Intr: intr, Stop: stop, Batch: batch}
-	err := srv.Serve(func(c *virtio.Chain) (uint32, error) {
-		var b [2]byte
-		c.Reader().Read(b[:])
-		c.Writer().Write([]byte{b[1], b[0]})
-		return c.Written(), nil
-	})
-	if err != nil {
-		t.Error(err)
+	intr *virtiotest.RecordingInterrupt, stop <-chan struct{}, batch int) {
+	srv := &virtio.Server{Mem: mem, Queue: q, Bell: bell, Intr: intr, Stop: stop, Batch: batch}
+	l := virtio.Loop{Stop: stop, Sources: []*virtio.Source{{Server: srv, Prompts: true,
+		Handle: func(c *virtio.Chain) (uint32, error) {
+			var b [2]byte
+			c.Reader().Read(b[:])
+			c.Writer().Write([]byte{b[1], b[0]})
+			return c.Written(), nil
+		}}}}
+	l.Run()
+	if errs := intr.Errors(); len(errs) > 0 {
+		t.Error(errs)
 	}
 }
 

@@ -8,6 +8,15 @@ import (
 	"github.com/govm/govm/virtio/virtiotest"
 )
 
+// pollWindow gives a Loop a poll window of d (Max an hour), as past waits
+// would have.
+func pollWindow(d time.Duration) func(*virtio.Loop) {
+	return func(l *virtio.Loop) {
+		l.Poll.Max = time.Hour
+		virtio.SetPollWindow(&l.Poll, d)
+	}
+}
+
 // waitFor polls cond until it holds or 5 s pass (a hang guard, not a
 // timing assertion).
 func waitFor(cond func() bool) bool {
@@ -20,26 +29,30 @@ func waitFor(cond func() bool) bool {
 	return cond()
 }
 
-// TestServePolls: a Server with a poll window watches the ring with kicks
+// TestServePolls: a Loop with a poll window watches the ring with kicks
 // off after it runs out of work, so a chain the driver publishes then is
 // served without a kick, and counted as polled. Without the poll the
-// Server sleeps on its doorbell and the chain is never used.
+// Loop sleeps on its doorbell and the chain is never used.
 func TestServePolls(t *testing.T) {
 	d := virtiotest.New(t, memSize, 16)
-	p := &virtio.Poller{Max: time.Hour}
-	virtio.SetPollWindow(p, time.Hour)
 	var cnt virtio.NotifyCounters
 	srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(),
-		Intr: virtiotest.NewRecordingInterrupt(), Counters: &cnt, Poll: p}
-	halt := serve(t, srv, echo)
-	// The first pass finds the ring empty and starts polling: kicks off.
+		Intr: virtiotest.NewRecordingInterrupt(), Counters: &cnt}
+	// The first chain, published before the Loop starts, is served by
+	// its first turn; then the Loop finds the ring empty and polls, with
+	// kicks off.
+	d.AddChain(nil, []int{1})
+	halt := serve(t, srv, echo, pollWindow(time.Hour))
 	if !waitFor(func() bool { return d.UsedFlags()&virtio.UsedFlagNoNotify != 0 }) {
-		t.Fatal("the Server never turned kicks off to poll")
+		t.Fatal("the Loop never turned kicks off to poll")
 	}
-	for i := 1; i <= 3; i++ {
-		// Let the Server settle into its hour-long window (an ordering
+	if !d.WaitUsedIdx(1, 5*time.Second) {
+		t.Fatal("the first chain was never used")
+	}
+	for i := 2; i <= 4; i++ {
+		// Let the Loop settle into its hour-long window (an ordering
 		// wait, not a timing assertion: a chain published earlier is
-		// found by the pass instead, and counted there).
+		// found by a turn instead, and not counted).
 		time.Sleep(20 * time.Millisecond)
 		d.AddChain(nil, []int{1}) // and no kick
 		if !d.WaitUsedIdx(uint16(i), 5*time.Second) {
@@ -57,27 +70,31 @@ func TestServePolls(t *testing.T) {
 	}
 }
 
-// TestServePollEnds: when the window closes with no work, the Server turns
+// TestServePollEnds: when the window closes with no work, the Loop turns
 // kicks back on (with the re-check) and sleeps; a kicked chain is then
 // served. Leaving kicks off after the window would hang the queue.
 func TestServePollEnds(t *testing.T) {
 	for _, features := range []uint64{0, eventIdx} {
 		d := virtiotest.New(t, memSize, 16)
 		d.SetFeatures(features)
-		p := &virtio.Poller{Max: time.Hour}
-		virtio.SetPollWindow(p, time.Millisecond)
 		srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(),
-			Intr: virtiotest.NewRecordingInterrupt(), Poll: p}
-		halt := serve(t, srv, echo)
+			Intr: virtiotest.NewRecordingInterrupt()}
+		// One chain served: the Loop polls after work the driver
+		// answers (Source.Prompts).
+		d.AddChain(nil, []int{1})
+		halt := serve(t, srv, echo, pollWindow(time.Millisecond))
+		if !d.WaitUsedIdx(1, 5*time.Second) {
+			t.Fatalf("features %#x: the first chain was never used", features)
+		}
 		if !d.WaitSleeping(5 * time.Second) {
-			t.Fatalf("features %#x: the Server never slept after its window", features)
+			t.Fatalf("features %#x: the Loop never slept after its window", features)
 		}
 		d.AddChain(nil, []int{1})
 		if !d.NeedsKick() {
 			t.Fatalf("features %#x: asleep with kicks off", features)
 		}
 		d.Kick()
-		if !d.WaitUsedIdx(1, 5*time.Second) {
+		if !d.WaitUsedIdx(2, 5*time.Second) {
 			t.Fatalf("features %#x: kicked chain never used", features)
 		}
 		if err := halt(); err != nil {

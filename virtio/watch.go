@@ -7,7 +7,7 @@ import "sync/atomic"
 // atomic stores on the data path, read from the watchdog's own goroutine.
 // One per Queue, kept across resets.
 type Watch struct {
-	// Sleeping is true while the device waits for a kick (Server.sleep);
+	// Sleeping is true while the device waits for a kick (Loop.sleep);
 	// SeenAvail is the avail idx it had consumed up to when it went to
 	// sleep. Avail idx moving past SeenAvail while Sleeping stays true
 	// is a kick that never arrived.

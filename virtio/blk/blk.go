@@ -206,8 +206,12 @@ func (d *Device) Activate(a virtio.Activation) error {
 	return d.io.Start(a.Bells[:1], func(stop <-chan struct{}) {
 		w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
 			Bell: a.Bells[0], Intr: a.Intr, Stop: stop, Batch: decisionBatch(a.Features),
-			Counters: &d.notify, Poll: &virtio.Poller{Max: d.cfg.PollMax}, Member: a.Member}}
-		w.run()
+			Counters: &d.notify, Member: a.Member}}
+		// The driver answers a completion with its next request:
+		// polling for it may pay (Prompts).
+		l := virtio.Loop{Stop: stop, Member: a.Member, Poll: virtio.Poller{Max: d.cfg.PollMax},
+			Sources: []*virtio.Source{{Server: &w.srv, Handle: w.handle, Prompts: true}}}
+		l.Run()
 	})
 }
 

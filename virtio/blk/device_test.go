@@ -200,6 +200,11 @@ func TestBatchOneKick(t *testing.T) {
 			t.Fatalf("head %d status %d", u.ID, status(u))
 		}
 	}
+	// Asleep, it has asked for a kick at the next request, and none
+	// before (avail_event moves only when the loop asks for kicks).
+	if !e.d.WaitSleeping(5 * time.Second) {
+		t.Fatal("the device never slept")
+	}
 	if e.d.AvailEvent() != 100 {
 		t.Fatalf("avail_event %d after draining 100", e.d.AvailEvent())
 	}
@@ -248,7 +253,7 @@ func (b *heldBackend) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // heldPair activates a device over a heldBackend with features and
-// publishes two reads in one pass, the second held in the backend; the
+// publishes two reads in one turn, the second held in the backend; the
 // returned function releases it (also at cleanup, before Reset).
 func heldPair(t *testing.T, features uint64) (*env, func()) {
 	be := &heldBackend{memBackend: &memBackend{data: pattern(diskSectors)}, release: make(chan struct{})}
@@ -269,10 +274,10 @@ func heldPair(t *testing.T, features uint64) (*env, func()) {
 	return e, release
 }
 
-// TestInterruptAtFirstCompletion: with EVENT_IDX, two requests in one pass
+// TestInterruptAtFirstCompletion: with EVENT_IDX, two requests in one turn
 // and the driver waiting for the first (used_event 0), the device
 // interrupts as soon as the first is used, while it still executes the
-// second. Deciding only once per pass would hold the first completion back
+// second. Deciding only once per turn would hold the first completion back
 // until the second is done: the guest's handler, which is emulated on our
 // hosts, and its refill would then never overlap the device's work.
 func TestInterruptAtFirstCompletion(t *testing.T) {
@@ -298,7 +303,7 @@ func TestInterruptAtFirstCompletion(t *testing.T) {
 // TestFlagsOneDecisionPerPass: without EVENT_IDX the driver's
 // NO_INTERRUPT flag stays clear while it waits, so a decision after each
 // request would interrupt for each; the device decides once per pass and
-// the two requests of one pass cost one interrupt.
+// the two requests of one turn cost one interrupt.
 func TestFlagsOneDecisionPerPass(t *testing.T) {
 	e, release := heldPair(t, 0)
 	release()

@@ -9,10 +9,10 @@ import (
 	"github.com/govm/govm/virtio"
 )
 
-// worker is the device's single I/O goroutine and its state. It serves
-// requests one after another, straight between the backend and guest
-// memory, through the queue core's serve loop (virtio.Server), which owns
-// notifications and the interrupt decision. Requests run one at a time:
+// worker is the state of the device's single I/O goroutine, a virtio.Loop
+// with one source: the request queue, served by handle. It serves requests
+// one after another, straight between the backend and guest memory; the
+// Loop owns notifications and the interrupt decision. Requests run one at a time:
 // a pool of I/O goroutines executing a batch's requests in parallel
 // (completions in any order, one interrupt per batch, FLUSH held behind
 // earlier writes) needs cores to spare, and on a 2-core host, where the
@@ -31,30 +31,20 @@ type worker struct {
 	hdr [HeaderLen]byte
 }
 
-// run serves the queue until Stop is closed. On guest misbehaviour it
-// reports DeviceError and serves no more requests until Reset.
-func (w *worker) run() {
-	if err := w.srv.Serve(w.handle); err != nil {
-		w.srv.Intr.DeviceError(err)
-		w.srv.Member.Idle() // it serves nothing more: a pause need not wait
-		<-w.srv.Stop
-	}
-}
-
 // decisionBatch is the Server's Batch for the negotiated features.
 //
 // With EVENT_IDX, an interrupt decision after every request (1): the
 // driver's used_event names the completion it waits for (spec 2.7.7.1),
-// and telling it at that completion, while later requests of the pass still
+// and telling it at that completion, while later requests of the turn still
 // run, lets its interrupt handler (slow where it is emulated) and its
-// refill of the ring overlap the device's reads. Deciding once per pass,
+// refill of the ring overlap the device's reads. Deciding once per turn,
 // the device would finish the whole batch, then interrupt and idle until
 // the driver resubmitted and kicked, a kick per batch; deciding per
 // request, the driver refills a device still at work, which needs no kick.
 // A decision costs a fence and a load, and interrupts at most once per
 // re-arm of used_event.
 //
-// Without EVENT_IDX, once per pass (0): VRING_AVAIL_F_NO_INTERRUPT is one
+// Without EVENT_IDX, once per turn (0): VRING_AVAIL_F_NO_INTERRUPT is one
 // flag, still clear from the driver's last wait until its completion
 // handler sets it again, so every completion decided in between would
 // interrupt anew: more interrupts, and no gain.

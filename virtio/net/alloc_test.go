@@ -121,12 +121,9 @@ func TestRXDeliverNoAlloc(t *testing.T) {
 			recv := func() {
 				ds[RXQueue].PublishAvail(heads...)
 				// Pops, reads, delivers, finds the ring empty.
-				w, _, err := r.serve(passBudget)
-				if err != nil || w != rxWaitChains {
-					t.Fatalf("serve = %v, %v; want a wait for chains", w, err)
-				}
-				if err := r.woke(false); err != nil {
-					t.Fatal(err)
+				_, w, err := r.turn(passBudget)
+				if err != nil || w.Kind != virtio.WaitRing {
+					t.Fatalf("turn = %v, %v; want a wait for chains", w, err)
 				}
 			}
 			recv()

@@ -47,7 +47,7 @@ const (
 	fuzzTXPFN = 9
 )
 
-// FuzzRXTXLoops drives the device's real I/O goroutine (loop.go: RX, TX
+// FuzzRXTXLoops drives the device's real I/O goroutine (its virtio.Loop: RX, TX
 // and the backend), as cloud-hypervisor's virtio-net fuzzer does: the
 // input chooses the negotiated features, both queue sizes, the whole guest
 // memory image (descriptor tables, avail and used rings with their indexes

@@ -3,10 +3,12 @@ package virtionet
 import (
 	"testing"
 	"time"
+
+	"github.com/govm/govm/virtio"
 )
 
 // TestRXServeBudget: RX reads at most its budget of frames per turn and
-// then returns rxGo (more to do, TX's turn first), even while the backend
+// then says More (TX's turn first), even while the backend
 // and the ring have plenty: a flood into the guest cannot starve TX, which
 // shares the loop. When the ring runs dry it says it waits for chains.
 // (Without the budget, one turn read all 16 frames.)
@@ -18,18 +20,18 @@ func TestRXServeBudget(t *testing.T) {
 		ds[RXQueue].AddChain(nil, []int{hdrLenBase + maxFrame})
 	}
 	for turn, want := range []uint64{4, 8, 12} {
-		w, did, err := r.serve(4)
-		if err != nil || w != rxGo || did == 0 {
-			t.Fatalf("turn %d: serve = %v, %d, %v; want rxGo after work", turn, w, did, err)
+		did, w, err := r.turn(4)
+		if err != nil || w.Kind != virtio.More || did == 0 {
+			t.Fatalf("turn %d: turn = %v, %d, %v; want More after work", turn, w, did, err)
 		}
 		if got := d.Stats().RX.Frames; got != want {
 			t.Fatalf("turn %d: %d frames delivered, want %d", turn, got, want)
 		}
 	}
 	// The last 4 buffers take the last 4 frames; then the ring is empty.
-	w, _, err := r.serve(4)
-	if err != nil || w != rxWaitChains {
-		t.Fatalf("ring empty: serve = %v, %v; want a wait for chains", w, err)
+	_, w, err := r.turn(4)
+	if err != nil || w.Kind != virtio.WaitRing {
+		t.Fatalf("ring empty: turn = %v, %v; want a wait for chains", w, err)
 	}
 	if d.Stats().RX.Frames != 16 {
 		t.Fatalf("%d frames delivered, want 16", d.Stats().RX.Frames)
@@ -37,7 +39,7 @@ func TestRXServeBudget(t *testing.T) {
 }
 
 // TestLoopPolls: with Config.PollMax the loop busy-polls before it sleeps
-// (virtio.Poller), with TX's kicks off. A driver that sends a frame as soon
+// (virtio.Loop, virtio.Poller), with TX's kicks off. A driver that sends a frame as soon
 // as the one before is used, and kicks only when the device asks
 // (KickIfNeeded), then finds kicks off for some of them: the loop found
 // them by polling. Without PollMax the loop sleeps on its doorbells after
@@ -82,7 +84,7 @@ func TestLoopPolls(t *testing.T) {
 // (KickIfNeeded), is sent on its kick, not found by polling. Without that
 // rule the loop spins after each frame it delivers, with TX's kicks off, and
 // finds it; in a flood into the guest the spinning thread only took CPU
-// from the guest and the sender (see loop.spin).
+// from the guest and the sender (see virtio.Source.Prompts).
 func TestLoopSpinsOnlyAfterSend(t *testing.T) {
 	e := newEnvConfig(t, 0, false, nil, Config{MAC: testMAC, PollMax: time.Hour})
 	for i := 0; i < 30; i++ {

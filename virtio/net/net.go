@@ -2,8 +2,8 @@
 // tap-like Backend, with the legacy header layout (5.1.6, "legacy
 // interface" notes): a 10-byte struct virtio_net_hdr, 12 bytes with
 // VIRTIO_NET_F_MRG_RXBUF. Queue 0 receives (host -> guest), queue 1
-// transmits; one I/O goroutine (loop.go) serves both queues and the
-// backend.
+// transmits; one I/O goroutine, the queue core's virtio.Loop, serves both
+// queues and the backend.
 package virtionet
 
 import (
@@ -183,15 +183,30 @@ func (d *Device) Activate(a virtio.Activation) error {
 	if err := d.be.SetOffload(offloadFlags(a.Features)); err != nil {
 		return fmt.Errorf("virtionet: %w", err)
 	}
-	// Every sleep of the loop is on both doorbells (loop.sleep), so
-	// Reset's rings always wake it.
 	return d.io.Start(a.Bells[:2], func(stop <-chan struct{}) {
-		l := &loop{rx: newRX(d, a, hdr, stop), tx: newTX(d, a, hdr, stop), be: d.be, stop: stop,
-			poll: virtio.Poller{Max: d.pollMax}}
-		copy(l.bells[:], a.Bells[:2])
-		l.run()
+		r, t := newRX(d, a, hdr, stop), newTX(d, a, hdr, stop)
+		l := virtio.Loop{Stop: stop, Member: a.Member, Poll: virtio.Poller{Max: d.pollMax},
+			Sources: []*virtio.Source{
+				// RX's turn reads the backend, a system call, so
+				// while RX waits on it the Loop gives it a turn
+				// only when the backend polls ready or TX has
+				// served a budget since (see virtio.WaitFD).
+				{Server: &r.Server, Turn: r.turn, Budget: passBudget},
+				// The guest answers what it receives on TX (a
+				// ping's reply): the Loop polls only after TX has
+				// served (Prompts), since a guest that only
+				// receives has nothing for a poll to find sooner
+				// than the tap's wakeup brings it.
+				{Server: &t.Server, Handle: t.handle, Budget: passBudget, Prompts: true},
+			}}
+		l.Run()
 	})
 }
+
+// passBudget is how many TX chains, or RX frames, one turn serves before
+// the other queue's turn, so a flood one way cannot starve the other:
+// batchMax, the chains between interrupt decisions.
+const passBudget = batchMax
 
 // Reset stops the I/O goroutine and waits for it. A frame read from the
 // backend but not yet delivered is lost, like one in flight on a wire that

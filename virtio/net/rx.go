@@ -11,14 +11,14 @@ import (
 )
 
 // rx moves frames from the backend into the driver's receive buffers
-// (spec 5.1.6.3, 5.1.6.4). It is a state machine run by the device's one I/O
-// goroutine (loop). Each state names what the device lacks; a state that
-// cannot go on says what it waits on, and the loop sleeps on that together
-// with the TX doorbell, so there is no polling and no wakeup to lose:
+// (spec 5.1.6.3, 5.1.6.4). It is a state machine, one source of the
+// device's Loop (its Turn). Each state names what the device lacks; a state
+// that cannot go on ends the turn with what it waits for, and the Loop
+// sleeps on that together with the TX doorbell:
 //
 //	state             has                 next                            waits on
-//	needChains        nothing             chain popped -> needFrame       RX doorbell (kick)
-//	needFrame         chains              frame read -> placing;          backend PollFD
+//	needChains        nothing             chain popped -> needFrame       RX ring (WaitRing)
+//	needFrame         chains              frame read -> placing;          backend PollFD (WaitFD)
 //	                                      bad frame or read error:
 //	                                      counted -> needFrame
 //	placing           chains, a frame     delivered -> needFrame, or
@@ -26,16 +26,14 @@ import (
 //	                                      too large: dropped -> needFrame
 //	                                      MRG_RXBUF, ring empty ->
 //	                                      frameNeedsChains
-//	frameNeedsChains  a frame, too few    buffers posted -> placing       RX doorbell (kick)
+//	frameNeedsChains  a frame, too few    buffers posted -> placing       RX ring (WaitRing)
 //	                  chains
 //
 //	needChains --pop--> needFrame --read--> placing --delivered--> needFrame
 //	   ^  |                ^   |              |  ^
 //	   +--+ ring empty     +---+ tap empty    |  | buffers posted
-//	        (RX kick)            (PollFD)     v  |
-//	                                      frameNeedsChains (RX kick)
-//
-// Every state ends when Stop closes.
+//	        (WaitRing)           (WaitFD)     v  |
+//	                                      frameNeedsChains (WaitRing)
 //
 // Back-pressure: the backend is read only while at least one receive chain
 // is in hand, and a frame that was read is kept until enough chains arrive
@@ -43,11 +41,9 @@ import (
 // buffers the device does not read at all, so frames queue in the tap (and
 // the kernel drops at its own txqueuelen, as for any slow NIC).
 //
-// Notifications (virtio.Server): kicks are off from activation (Quiet) and
-// armed (ArmAvail) only while the device has run out of chains; a driver
-// that reposts buffers while the device holds some does not kick (spec
-// 2.7.10). The interrupt decision is made every batchMax chains and before
-// every wait, in the Server.
+// Notifications are the Loop's: kicks are on only while RX waits on its
+// ring, so a driver that reposts buffers while the device holds some does
+// not kick (spec 2.7.10).
 type rx struct {
 	vq
 	be  Backend
@@ -64,7 +60,9 @@ type rx struct {
 	until    time.Time         // no read before this (backing off); zero: none
 
 	state rxState // where the state machine stands
-	wait  rxWait  // what serve last returned
+	// starved: the last turn ended waiting for buffers and said so in
+	// the queue's Watch (NeedBuffers).
+	starved bool
 	// posted says the driver has posted a receive buffer since
 	// activation. Linux posts them when the interface comes up
 	// (virtnet_open): until then an empty ring is an interface that is
@@ -85,21 +83,6 @@ const (
 	// frameNeedsChains: a frame in hand (MRG_RXBUF) that the held
 	// chains cannot hold, and the ring is empty.
 	frameNeedsChains
-)
-
-// rxWait is what RX waits on before its state can go on.
-type rxWait int
-
-const (
-	// rxGo: nothing; serve returns it when its budget is spent.
-	rxGo rxWait = iota
-	// rxWaitChains: the ring is empty and kicks are armed: the RX
-	// doorbell (then woke, which asks for no kicks again).
-	rxWaitChains
-	// rxWaitFrame: the backend had nothing: its PollFD.
-	rxWaitFrame
-	// rxWaitPause: a read failed: the time until.
-	rxWaitPause
 )
 
 // Backing off after failed backend reads: a tap whose reads keep failing
@@ -126,101 +109,70 @@ func newRX(d *Device, a virtio.Activation, hdr int, stop <-chan struct{}) *rx {
 	return r
 }
 
-// serve runs the state machine until it must wait, and returns on what, or
-// until it has read budget frames (rxGo: call again soon; the other queue
-// gets its turn meanwhile). did counts the chains popped and frames read.
-// An error stops the queue (guest misbehaviour, or a closed backend).
-func (r *rx) serve(budget int) (w rxWait, did int, err error) {
-	// Armed for chains but the loop did not sleep (the other queue had
-	// work): kicks off again before going on, as after a sleep.
-	if err := r.woke(false); err != nil {
-		return 0, 0, err
+// turn runs the state machine until it must wait, and returns on what, or
+// until it has read budget frames (More: the other queue gets its turn
+// first). served counts the chains popped and frames read. An error stops
+// the queue (guest misbehaviour, or a closed backend).
+func (r *rx) turn(budget int) (served int, w virtio.Wait, err error) {
+	if r.starved {
+		r.starved = false
+		r.Queue.Watch().NeedBuffers.Store(false)
 	}
 	reads := 0
 	for !r.Stopped() {
-		w = rxGo
+		w = virtio.Wait{}
 		prev := r.state
 		switch r.state {
 		case needChains:
 			r.state, w, err = r.needChains()
 		case needFrame:
 			if reads == budget {
-				return rxGo, did, nil
+				return served, virtio.Wait{Kind: virtio.More}, nil
 			}
 			reads++
 			r.state, w, err = r.readFrame()
 		case placing:
 			r.state, err = r.place()
 		case frameNeedsChains:
-			r.state, w, err = r.armChains(placing)
+			r.state, w = r.waitChains(placing)
 		}
 		if err != nil {
-			return 0, did, err
+			return served, w, err
 		}
-		if w != rxGo {
-			r.wait = w
-			return w, did, nil
+		if w.Kind != virtio.More {
+			return served, w, nil
 		}
 		if prev != placing {
-			did++ // a chain popped or a frame read
+			served++ // a chain popped or a frame read
 		}
 	}
-	return rxGo, did, nil
+	return served, virtio.Wait{Kind: virtio.More}, nil
 }
 
-// sleeping is called as the loop goes to sleep on what serve returned.
-func (r *rx) sleeping() {
-	if r.wait == rxWaitChains {
-		r.Sleeping()
-	}
-}
-
-// woke is called when that sleep ends; rung says whether the RX doorbell
-// rang. After waiting for chains, kicks go off again (Quiet), whatever
-// woke the loop: the next serve pops, and arms again if the ring is still
-// empty. It does nothing the second time (serve calls it too, for a wait
-// the loop did not sleep on).
-func (r *rx) woke(rung bool) error {
-	w := r.wait
-	r.wait = rxGo
-	if w != rxWaitChains {
-		return nil
-	}
-	r.Queue.Watch().NeedBuffers.Store(false)
-	if !r.Woke(rung) {
-		return nil // Stop closed: serve sees it
-	}
-	return r.Quiet()
-}
-
-// needChains pops a chain, or arms kicks to wait for the driver to post one.
-func (r *rx) needChains() (rxState, rxWait, error) {
+// needChains pops a chain, or waits for the driver to post one.
+func (r *rx) needChains() (rxState, virtio.Wait, error) {
 	got, err := r.pop()
 	if err != nil {
-		return 0, 0, err
+		return 0, virtio.Wait{}, err
 	}
 	if got {
-		return needFrame, rxGo, nil
+		return needFrame, virtio.Wait{}, nil
 	}
-	return r.armChains(needChains)
+	s, w := r.waitChains(needChains)
+	return s, w, nil
 }
 
-// armChains is for an empty ring: it arms kicks and re-checks (ArmAvail);
-// then next runs at once if buffers arrived meanwhile, or after a wait for
-// the RX kick.
-func (r *rx) armChains(next rxState) (rxState, rxWait, error) {
-	more, err := r.ArmAvail()
-	if err != nil {
-		return 0, 0, err
-	}
-	if more {
-		return next, rxGo, r.Quiet()
-	}
+// waitChains is for an empty ring: next runs once the driver has posted
+// buffers (the Loop asks for kicks and re-checks the ring first).
+func (r *rx) waitChains(next rxState) (rxState, virtio.Wait) {
 	// The watchdog calls this wait RX starvation when it lasts while
 	// frames are pending in the backend; not before the first buffer.
-	r.Queue.Watch().NeedBuffers.Store(r.posted)
+	if r.posted {
+		r.starved = true
+		r.Queue.Watch().NeedBuffers.Store(true)
+	}
 	r.c.bufferWaits.Add(1)
-	return next, rxWaitChains, nil
+	return next, virtio.Wait{Kind: virtio.WaitRing}
 }
 
 // pop takes one more receive chain off the ring; false when it is empty.
@@ -238,10 +190,10 @@ func (r *rx) pop() (bool, error) {
 }
 
 // readFrame reads one frame from the backend, or says to wait for one.
-func (r *rx) readFrame() (rxState, rxWait, error) {
+func (r *rx) readFrame() (rxState, virtio.Wait, error) {
 	if !r.until.IsZero() {
 		if time.Now().Before(r.until) {
-			return needFrame, rxWaitPause, nil // still backing off
+			return needFrame, virtio.Wait{Kind: virtio.WaitUntil, Until: r.until}, nil // still backing off
 		}
 		r.until = time.Time{}
 	}
@@ -251,13 +203,10 @@ func (r *rx) readFrame() (rxState, rxWait, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrWouldBlock):
-		// Nothing pending: tell the driver what it has before
-		// sleeping on the backend.
-		if err := r.Signal(); err != nil {
-			return 0, 0, err
-		}
+		// Nothing pending (the Loop makes the interrupt decision for
+		// what was delivered before it waits on the backend).
 		r.c.backendWaits.Add(1)
-		return needFrame, rxWaitFrame, nil
+		return needFrame, virtio.Wait{Kind: virtio.WaitFD, FD: r.be.PollFD()}, nil
 	default:
 		return r.readFailed(err)
 	}
@@ -269,9 +218,9 @@ func (r *rx) readFrame() (rxState, rxWait, error) {
 		r.c.dropTooLarge.Add(1)
 	default:
 		r.frame = r.buf[:n]
-		return placing, rxGo, nil
+		return placing, virtio.Wait{}, nil
 	}
-	return needFrame, rxGo, nil
+	return needFrame, virtio.Wait{}, nil
 }
 
 // readFailed handles a backend read or wait that failed. A closed backend
@@ -280,14 +229,14 @@ func (r *rx) readFrame() (rxState, rxWait, error) {
 // QEMU's tap_send does (it stops reading on an error and waits for the fd
 // again); stopping the queue instead would end RX for good, since a legacy
 // Linux driver never acts on DEVICE_NEEDS_RESET.
-func (r *rx) readFailed(err error) (rxState, rxWait, error) {
+func (r *rx) readFailed(err error) (rxState, virtio.Wait, error) {
 	if errors.Is(err, os.ErrClosed) {
-		return 0, 0, fmt.Errorf("backend: %w", err)
+		return 0, virtio.Wait{}, fmt.Errorf("backend: %w", err)
 	}
 	r.c.readErrors.Add(1)
 	r.backoff = min(max(2*r.backoff, minReadBackoff), maxReadBackoff)
 	r.until = time.Now().Add(r.backoff)
-	return needFrame, rxWaitPause, nil
+	return needFrame, virtio.Wait{Kind: virtio.WaitUntil, Until: r.until}, nil
 }
 
 // place puts r.frame into held chains, popping more as needed.

@@ -1,7 +1,6 @@
 package virtionet
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -74,18 +73,6 @@ type vq struct {
 func newVQ(d *Device, a virtio.Activation, idx int, c *counters, stop <-chan struct{}) vq {
 	return vq{Server: virtio.Server{Mem: a.Mem, Queue: a.Queues[idx], Bell: a.Bells[idx],
 		Intr: a.Intr, Stop: stop, Batch: batchMax, Counters: &c.notify, Member: a.Member}, c: c}
-}
-
-// fail reports an error that stops this queue: guest misbehaviour or a dead
-// backend. The transport sets NEEDS_RESET and logs it once.
-func (v *vq) fail(err error) {
-	// A GuestError names its queue already, and the transport's log line
-	// names the device; a backend error says neither.
-	var ge *virtio.GuestError
-	if !errors.As(err, &ge) {
-		err = fmt.Errorf("queue %d: %w", v.Queue.Index, err)
-	}
-	v.Intr.DeviceError(err)
 }
 
 var _ virtio.QueueReporter = (*Device)(nil)
