@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/virtio/qstats"
 )
 
 // fakeVM records what the API asked of it.
@@ -30,8 +32,9 @@ func (f *fakeVM) Info() Info {
 
 func (f *fakeVM) Stats() Stats {
 	return Stats{Name: "fake", Time: time.Now(),
-		Queues: []QueueStats{{Device: "disk 0", Queue: 0, Name: "requests", KicksPort: 3, KicksEventFD: 4, Interrupts: 5,
-			SuppressedISR: 1, SuppressedNoIntr: 2, SuppressedEventIdx: 6, Drops: map[string]uint64{"malformed": 7},
+		Queues: []QueueStats{{Device: "disk 0", Queue: qstats.Queue{Index: 0, Name: "requests", KicksPort: 3,
+			KicksEventFD: 4, Interrupts: 5, SuppressedISRSet: 1, SuppressedNoInterrupt: 2, SuppressedEventIdx: 6,
+			Drops: map[string]uint64{"malformed": 7}},
 			Watchdog: []WatchdogEvent{{Kind: "lost_kick", Count: 1}}}},
 		VCPUs: []VCPUStats{{ID: 0, Exits: map[string]uint64{"io_out": 9}}}}
 }

@@ -23,14 +23,14 @@ func WriteMetrics(w io.Writer, s Stats) {
 	c := func(name string, v uint64) { set.GetOrCreateCounter(name).Set(v) }
 	g := func(name string, v float64) { set.GetOrCreateGauge(name, nil).Set(v) }
 	for _, q := range s.Queues {
-		l := fmt.Sprintf(`{vm=%s,device=%s,queue="%d",name=%s}`, label(s.Name), label(q.Device), q.Queue, label(q.Name))
+		l := fmt.Sprintf(`{vm=%s,device=%s,queue="%d",name=%s}`, label(s.Name), label(q.Device), q.Index, label(q.Name))
 		c("govm_queue_kicks_total"+withLabel(l, "via", "port"), q.KicksPort)
 		c("govm_queue_kicks_total"+withLabel(l, "via", "ioeventfd"), q.KicksEventFD)
 		c("govm_queue_kicks_suppressed_total"+l, q.KicksSuppressed)
 		c("govm_queue_polled_total"+l, q.Polled)
 		c("govm_queue_interrupts_total"+l, q.Interrupts)
-		c("govm_queue_interrupts_suppressed_total"+withLabel(l, "reason", "isr_set"), q.SuppressedISR)
-		c("govm_queue_interrupts_suppressed_total"+withLabel(l, "reason", "no_interrupt"), q.SuppressedNoIntr)
+		c("govm_queue_interrupts_suppressed_total"+withLabel(l, "reason", "isr_set"), q.SuppressedISRSet)
+		c("govm_queue_interrupts_suppressed_total"+withLabel(l, "reason", "no_interrupt"), q.SuppressedNoInterrupt)
 		c("govm_queue_interrupts_suppressed_total"+withLabel(l, "reason", "event_idx"), q.SuppressedEventIdx)
 		c("govm_queue_chains_total"+l, q.Chains)
 		c("govm_queue_bytes_total"+l, q.Bytes)

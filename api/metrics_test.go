@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/govm/govm/virtio/qstats"
 )
 
 // parseSample parses one sample line of the Prometheus text format
@@ -104,7 +106,7 @@ func TestMetricsLabelEscaping(t *testing.T) {
 	var s Stats
 	s.Name = "vm \"x\""
 	for i, n := range names {
-		s.Queues = append(s.Queues, QueueStats{Device: n, Queue: i, Name: "requests"})
+		s.Queues = append(s.Queues, QueueStats{Device: n, Queue: qstats.Queue{Index: i, Name: "requests"}})
 		s.Devices = append(s.Devices, DeviceStats{Device: n})
 	}
 	var out bytes.Buffer
@@ -127,7 +129,7 @@ func FuzzMetricsLabels(f *testing.F) {
 	f.Add(`a"b`, "\xff\x00", "\n", `\`)
 	f.Fuzz(func(t *testing.T, vm, dev, queue, reason string) {
 		s := Stats{Name: vm,
-			Queues:  []QueueStats{{Device: dev, Name: queue, Drops: map[string]uint64{reason: 1}}},
+			Queues:  []QueueStats{{Device: dev, Queue: qstats.Queue{Name: queue, Drops: map[string]uint64{reason: 1}}}},
 			Devices: []DeviceStats{{Device: dev}},
 			VCPUs:   []VCPUStats{{Exits: map[string]uint64{reason: 2}}}}
 		var out bytes.Buffer

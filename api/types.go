@@ -1,10 +1,15 @@
 // Package api is govm's control plane: HTTP+JSON over a per-VM Unix socket
 // (docs/api.md). The VM side serves it (Server); the govm list, stat,
 // pause, resume and stop commands are its client (Client). It holds the
-// wire types and knows nothing of KVM or virtio: the VM is an interface.
+// wire types and knows nothing of KVM, and of virtio only its queue
+// snapshot: the VM is an interface.
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/govm/govm/virtio/qstats"
+)
 
 // VM states as the API reports them.
 const (
@@ -36,52 +41,25 @@ type Stats struct {
 }
 
 // DeviceStats is one virtio device's transport-wide counters: the legacy
-// transport has one ISR and one line for all its queues.
+// transport has one ISR and one line for all its queues. Names as in
+// virtiopci.Stats.
 type DeviceStats struct {
-	Device      string `json:"device"`
-	Status      uint8  `json:"status"`
-	ISRReads    uint64 `json:"isr_reads"`
-	ISREmpty    uint64 `json:"isr_empty"`
-	ConfigIRQs  uint64 `json:"config_interrupts"`
-	GuestErrors uint64 `json:"guest_errors"`
-	ISR         uint8  `json:"isr"`  // the ISR byte now
-	Line        bool   `json:"line"` // the INTx line now
+	Device           string `json:"device"`
+	Status           uint8  `json:"status"`
+	ISRReads         uint64 `json:"isr_reads"`
+	ISREmpty         uint64 `json:"isr_empty"`
+	ConfigInterrupts uint64 `json:"config_interrupts"`
+	GuestErrors      uint64 `json:"guest_errors"`
+	ISR              uint8  `json:"isr"`  // the ISR byte now
+	Line             bool   `json:"line"` // the INTx line now
 }
 
-// QueueStats is one virtqueue. Counters are totals since the VM started;
-// indexes are read from the guest's rings at Time.
+// QueueStats is one virtqueue: the queue core's snapshot (its fields and
+// JSON names are qstats.Queue's, the names every govm report uses),
+// with its device and what the watchdog found on it.
 type QueueStats struct {
 	Device string `json:"device"`
-	Queue  int    `json:"queue"`
-	Name   string `json:"name"` // "rx", "tx", "requests"
-	Size   uint16 `json:"size"`
-
-	KicksPort    uint64 `json:"kicks_port"`    // QUEUE_NOTIFY writes that exited to govm
-	KicksEventFD uint64 `json:"kicks_eventfd"` // kicks delivered by a KVM ioeventfd
-
-	Interrupts uint64 `json:"interrupts"` // the line raised for this queue
-	// Suppressed interrupts, by reason (spec 2.7.7).
-	SuppressedISR      uint64 `json:"suppressed_isr_set"`      // the ISR was already set: no second raise
-	SuppressedNoIntr   uint64 `json:"suppressed_no_interrupt"` // VRING_AVAIL_F_NO_INTERRUPT
-	SuppressedEventIdx uint64 `json:"suppressed_event_idx"`    // used_event not crossed
-	// KicksSuppressed counts passes in which the device found new buffers
-	// with notifications off (VRING_USED_F_NO_NOTIFY / avail_event): kicks
-	// the driver did not have to send.
-	KicksSuppressed uint64 `json:"kicks_suppressed"`
-	// Polled counts waits for work that the device's busy-poll ended
-	// (govm run --poll-max): buffers published with kicks off while the
-	// device watched the ring, costing neither a kick nor a wakeup.
-	Polled uint64 `json:"polled"`
-
-	Chains   uint64            `json:"chains"`
-	Bytes    uint64            `json:"bytes"`
-	InFlight uint16            `json:"in_flight"` // avail idx - used idx
-	Drops    map[string]uint64 `json:"drops,omitempty"`
-
-	AvailIdx  uint16 `json:"avail_idx"`
-	UsedIdx   uint16 `json:"used_idx"`
-	SeenAvail uint16 `json:"seen_avail"` // avail idx the device had consumed when it last slept
-
+	qstats.Queue
 	Watchdog []WatchdogEvent `json:"watchdog,omitempty"`
 }
 

@@ -104,7 +104,7 @@ func TestStatsReportQueues(t *testing.T) {
 		"-p", "test=blk-qd", "--disk", img, "--stats")
 	r := result(t, o, "blk-qd")
 	noWatchdogReports(t, o.Stderr)
-	m := regexp.MustCompile(`govm: stats: virtio-blk: status 0x7, kicks (\d+) \(\+(\d+) by ioeventfd\), interrupts (\d+) .*ISR reads (\d+) .*; q0 avail (\d+) used (\d+) in flight 0/128`).FindStringSubmatch(o.Stderr)
+	m := regexp.MustCompile(`govm: stats: virtio-blk: status 0x7, kicks (\d+) \(\+(\d+) by ioeventfd\), interrupts (\d+) .*ISR reads (\d+) .*; requests avail (\d+) used (\d+) in flight 0/128`).FindStringSubmatch(o.Stderr)
 	if m == nil {
 		t.Fatalf("no stats line for the disk:\n%s", o.Stderr)
 	}

@@ -29,7 +29,7 @@ func TestVerdictFields(t *testing.T) {
 		t.Fatalf("status %d, want 1\nstderr:\n%s", o.status, o.stderr)
 	}
 	v := readVerdict(t, res)
-	if v.Version != 1 || v.ExitReason != "debug-exit" || v.Status != 1 || v.GuestCode == nil || *v.GuestCode != 0 {
+	if v.Version != 2 || v.ExitReason != "debug-exit" || v.Status != 1 || v.GuestCode == nil || *v.GuestCode != 0 {
 		t.Fatalf("verdict version %d exit_reason %q status %d guest_code %v", v.Version, v.ExitReason, v.Status, v.GuestCode)
 	}
 	if !strings.Contains(v.Reason, "debug-exit") || len(v.Splats) != 0 || len(v.SplatCounts) != 0 {
@@ -60,14 +60,19 @@ func TestVerdictFields(t *testing.T) {
 	var disk, pv bool
 	for _, d := range v.Devices {
 		if strings.HasPrefix(d.Name, "disk 0") {
-			_, disk = d.Counters["Queues"]
+			// The transport's counters and the queue's snapshot, under
+			// the names the API uses (docs/result.md, version 2).
+			qs, _ := d.Counters["queues"].([]any)
+			if q, ok := firstMap(qs); ok && d.Counters["kicks_eventfd"] != nil {
+				disk = q["name"] == "requests" && q["chains"] != nil && q["interrupts_wanted"] != nil
+			}
 		}
 		if d.Name == "pvpanic" {
 			_, pv = d.Counters["panicked"]
 		}
 	}
 	if !disk || !pv {
-		t.Fatalf("devices %+v: want disk 0 transport counters and pvpanic", v.Devices)
+		t.Fatalf("devices %+v: want disk 0's transport counters and request queue, and pvpanic", v.Devices)
 	}
 	b, err := os.ReadFile(log)
 	if err != nil || string(b) != o.stdout {
@@ -145,4 +150,13 @@ func TestVerdictSetupFailure(t *testing.T) {
 			t.Errorf("%s: status %d, verdict %+v, stderr %q", c.name, o.status, v, o.stderr)
 		}
 	}
+}
+
+// firstMap is the first element of a JSON array as an object.
+func firstMap(a []any) (map[string]any, bool) {
+	if len(a) == 0 {
+		return nil, false
+	}
+	m, ok := a[0].(map[string]any)
+	return m, ok
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/govm/govm/virtio/qstats"
 )
 
 // Kind is one kind of lost notification.
@@ -39,33 +41,22 @@ const (
 	usedFlagNoNotify     = 1
 )
 
-// Queue is one sample of one queue.
+// Queue is one sample of one queue: the queue's snapshot, and what the
+// sampler knows of its device.
 type Queue struct {
 	Device string // "disk 0 (/var/d.img)"
 	// Slot is the sampler's index of the device, handed back in a
 	// Report for Recover to find it by; opaque here.
-	Slot  int
-	Index int
-	Name  string // "requests", "rx", "tx"
-
-	// The ring as the guest's memory shows it.
-	AvailIdx, UsedIdx     uint16
-	AvailFlags, UsedFlags uint16
-	UsedEvent, AvailEvent uint16
-	EventIdx              bool
-	Sleeping, NeedBuffers bool   // the device waits for a kick / for RX buffers
-	Rung                  bool   // a kick waits in the device's doorbell, not yet taken
-	SeenAvail             uint16 // avail idx the device had consumed when it went to sleep
-	Wanted, Delivered     uint64 // interrupts the device wanted / the transport delivered
-	ISR                   uint8  // the device's ISR (legacy: one per device)
-	ISRReads              uint64 // the driver's ISR reads so far
-	RXPending             bool   // frames wait in the backend (RX queues)
+	Slot int
+	qstats.Queue
+	ISR       uint8  // the device's ISR (legacy: one per device)
+	ISRReads  uint64 // the driver's ISR reads so far
+	RXPending bool   // frames wait in the backend (RX queues)
 	// DriverWork moves whenever the driver does anything on the queue's
 	// device: it is the sum of every queue's avail idx and the ISR
 	// reads. A driver whose RX ring stays empty while this moves is
 	// busy (an emulated guest kernel under a flood), not stalled.
-	DriverWork             uint64
-	KicksPort, KicksEvents uint64 // for the report
+	DriverWork uint64
 }
 
 // Report is one detection.
@@ -83,7 +74,7 @@ func (r Report) String() string {
 		LostKick: fmt.Sprintf("avail idx %d is ahead of the %d the device consumed, and the device has slept waiting for a kick for %v",
 			q.AvailIdx, q.SeenAvail, r.For.Round(time.Millisecond)),
 		LostInterrupt: fmt.Sprintf("the device wanted %d interrupts, %d reached the line; none for %v",
-			q.Wanted, q.Delivered, r.For.Round(time.Millisecond)),
+			q.InterruptsWanted, q.Delivered(), r.For.Round(time.Millisecond)),
 		StuckISR: fmt.Sprintf("ISR %#x and the line high for %v with no ISR read (%d reads so far)",
 			q.ISR, r.For.Round(time.Millisecond), q.ISRReads),
 		RXStarvation: fmt.Sprintf("frames have waited in the backend for %v with no receive buffers posted",
@@ -193,13 +184,13 @@ func (w *Detector) Observe(now time.Time, samples []Queue, ok bool) {
 			w.hold[k] = map[Kind]*holding{}
 		}
 		behind := q.Sleeping && q.AvailIdx != q.SeenAvail
-		w.judge(now, k, LostKick, q, behind && !q.Rung,
+		w.judge(now, k, LostKick, q, behind && !q.KickPending,
 			[2]uint64{uint64(q.SeenAvail), uint64(q.AvailIdx)}, kickSide(q))
-		w.judge(now, k, DeviceStarved, q, behind && q.Rung,
+		w.judge(now, k, DeviceStarved, q, behind && q.KickPending,
 			[2]uint64{uint64(q.SeenAvail), uint64(q.AvailIdx)},
 			"host: the device's thread did not run (an overloaded host, or the thread blocked elsewhere); the driver and transport did their part")
-		w.judge(now, k, LostInterrupt, q, q.Wanted > q.Delivered,
-			[2]uint64{q.Delivered}, "host: the device decided to interrupt the driver and the transport never raised the line")
+		w.judge(now, k, LostInterrupt, q, q.InterruptsWanted > q.Delivered(),
+			[2]uint64{q.Delivered()}, "host: the device decided to interrupt the driver and the transport never raised the line")
 		// The ISR is per device: judged once, on its first queue.
 		if !seenISR[q.Device] {
 			seenISR[q.Device] = true

@@ -23,8 +23,10 @@ func run(t *testing.T, w *Detector, t0 time.Time, d time.Duration, q Queue, ok b
 func newTest() *Detector { return New(Config{T: testT, Period: 100 * time.Millisecond}) }
 
 func healthy() Queue {
-	return Queue{Device: "disk 0", Index: 0, Name: "requests", AvailIdx: 10, UsedIdx: 10, SeenAvail: 10,
-		Sleeping: true, Wanted: 5, Delivered: 5, EventIdx: true}
+	q := Queue{Device: "disk 0"}
+	q.Index, q.Name, q.AvailIdx, q.UsedIdx, q.SeenAvail = 0, "requests", 10, 10, 10
+	q.Sleeping, q.InterruptsWanted, q.Interrupts, q.EventIdx = true, 5, 5, true
+	return q
 }
 
 func TestDetections(t *testing.T) {
@@ -38,10 +40,10 @@ func TestDetections(t *testing.T) {
 		{"lost kick", func(q *Queue) { q.AvailIdx = 12 }, LostKick, "driver or transport"},
 		// The kick is in the doorbell: nobody lost it; the device's
 		// thread has not run (it used to be blamed on the driver).
-		{"device thread starved", func(q *Queue) { q.AvailIdx, q.Rung = 12, true }, DeviceStarved, "host: the device's thread did not run"},
+		{"device thread starved", func(q *Queue) { q.AvailIdx, q.KickPending = 12, true }, DeviceStarved, "host: the device's thread did not run"},
 		{"lost kick while NO_NOTIFY", func(q *Queue) { q.AvailIdx, q.EventIdx, q.UsedFlags = 12, false, 1 }, LostKick, "device"},
 		{"new buffers, device awake", func(q *Queue) { q.AvailIdx, q.Sleeping = 12, false }, "", ""},
-		{"lost interrupt", func(q *Queue) { q.Wanted = 6 }, LostInterrupt, "host"},
+		{"lost interrupt", func(q *Queue) { q.InterruptsWanted = 6 }, LostInterrupt, "host"},
 		{"stuck ISR", func(q *Queue) { q.ISR = 1 }, StuckISR, "driver"},
 		{"RX starvation", func(q *Queue) { q.NeedBuffers, q.RXPending = true, true }, RXStarvation, "driver-side stall"},
 		{"RX waiting, no frames", func(q *Queue) { q.NeedBuffers = true }, "", ""},
@@ -84,7 +86,7 @@ func TestProgressResetsClock(t *testing.T) {
 	q := healthy()
 	t0 := time.Unix(1000, 0)
 	for i := 0; i < 50; i++ {
-		q.Wanted, q.Delivered = uint64(100+i), uint64(99+i) // always one behind, always moving
+		q.InterruptsWanted, q.Interrupts = uint64(100+i), uint64(99+i) // always one behind, always moving
 		w.Observe(t0.Add(time.Duration(i)*w.cfg.Period), []Queue{q}, true)
 	}
 }
@@ -136,7 +138,7 @@ func TestNoJudgementAcrossGapsOrPause(t *testing.T) {
 // afresh after the repair.
 func TestOneReportPerEpisode(t *testing.T) {
 	q := healthy()
-	q.Wanted = 9
+	q.InterruptsWanted = 9
 	w := newTest()
 	t0 := time.Unix(1000, 0)
 	n := len(run(t, w, t0, 3*testT, q, true))

@@ -84,10 +84,8 @@ func TestLoopBudget(t *testing.T) {
 	l := newLoop(ds, intr, stop)
 	var order []int
 	var mu sync.Mutex
-	var cnt [2]virtio.NotifyCounters
 	for i, s := range l.Sources {
 		s.Budget = 4
-		s.Server.Counters = &cnt[i]
 		s.Handle = func(*virtio.Chain) (uint32, error) {
 			mu.Lock()
 			order = append(order, i)
@@ -111,8 +109,9 @@ func TestLoopBudget(t *testing.T) {
 	if !slices.Equal(order, want) {
 		t.Fatalf("chains served in order %v, want turns of 4: %v", order, want)
 	}
-	for i := range cnt {
-		if n := cnt[i].Interrupts.Load() + cnt[i].Suppressed.Load(); n != 3 {
+	for i, d := range ds {
+		w := d.Queue.Watch()
+		if n := w.InterruptsWanted.Load() + w.SuppressedNoInterrupt.Load(); n != 3 {
 			t.Errorf("queue %d: %d interrupt decisions for 3 turns, want 3", i, n)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/govm/govm/guestmem"
+	"github.com/govm/govm/virtio/qstats"
 )
 
 // Host-side errors of the queue core. Guest misbehaviour is reported as a
@@ -189,20 +190,12 @@ func (q *Queue) String() string {
 		q.Index, q.Size, q.DescAddr, q.AvailAddr, q.UsedAddr, q.nextAvail, q.nextUsed)
 }
 
-// RingState is what the driver's and the device's halves of a split ring
-// say right now: each side's flags, index and event field (spec 2.7.6,
-// 2.7.8), for diagnostics (stats, the watchdog). Reading it takes no part
-// in the notification protocol.
-type RingState struct {
-	AvailFlags, AvailIdx, UsedEvent uint16 // the driver's area
-	UsedFlags, UsedIdx, AvailEvent  uint16 // the device's area
-}
-
-// ReadRing reads q's RingState from guest memory with plain loads (a field
-// guest memory cannot supply reads as 0). Call it only for a queue that
-// Validate accepted.
-func (q *Queue) ReadRing(mem *guestmem.Memory) RingState {
-	var r RingState
+// ReadRing reads what the two halves of q's split ring say right now
+// (qstats.Ring), for diagnostics (stats, the watchdog), from guest memory
+// with plain loads (a field guest memory cannot supply reads as 0). Call it
+// only for a queue that Validate accepted.
+func (q *Queue) ReadRing(mem *guestmem.Memory) qstats.Ring {
+	var r qstats.Ring
 	r.AvailFlags, _ = mem.LoadUint16(q.availFlagsAddr())
 	r.AvailIdx, _ = mem.LoadUint16(q.availIdxAddr())
 	r.UsedEvent, _ = mem.LoadUint16(q.usedEventAddr())

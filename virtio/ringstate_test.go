@@ -5,6 +5,7 @@ import (
 
 	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/virtio"
+	"github.com/govm/govm/virtio/qstats"
 )
 
 // TestReadRing: ReadRing finds each field where the split ring's layout
@@ -19,7 +20,7 @@ func TestReadRing(t *testing.T) {
 	q := virtio.NewQueue(8)
 	q.Size = 8
 	q.DescAddr, q.AvailAddr, q.UsedAddr = virtio.LegacyRingAddrs(1, 8)
-	want := virtio.RingState{AvailFlags: 1, AvailIdx: 2, UsedEvent: 3, UsedFlags: 4, UsedIdx: 5, AvailEvent: 6}
+	want := qstats.Ring{AvailFlags: 1, AvailIdx: 2, UsedEvent: 3, UsedFlags: 4, UsedIdx: 5, AvailEvent: 6}
 	for _, f := range []struct {
 		gpa uint64
 		v   uint16

@@ -3,22 +3,9 @@ package virtio
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/govm/govm/guestmem"
 )
-
-// NotifyCounters counts what one queue's notifications did. The device
-// goroutine writes them; anyone may read them at any time.
-type NotifyCounters struct {
-	// Kicks is the number of driver notifications the device woke on.
-	Kicks atomic.Uint64
-	// Interrupts is the number of used-buffer interrupts signalled.
-	Interrupts atomic.Uint64
-	// Suppressed is the number of interrupt decisions that found used
-	// buffers but no interrupt wanted by the driver (spec 2.7.7).
-	Suppressed atomic.Uint64
-}
 
 // Handler is what a device does with one chain: it serves it and returns
 // the used length for AddUsed (spec 2.7.8: bytes written into the chain).
@@ -46,22 +33,11 @@ type Server struct {
 	// virtio-blk with EVENT_IDX, whose driver then refills the ring
 	// meanwhile.
 	Batch int
-	// Counters, if set, receives the queue's counts (the device may keep
-	// them across activations); otherwise the Server keeps its own.
-	Counters *NotifyCounters
 	// Member is the Loop's place at the pause gate (Activation.Member);
 	// nil: never held.
 	Member *Member
 
-	own     NotifyCounters
 	pending int // chains used since the last interrupt decision
-}
-
-func (s *Server) counters() *NotifyCounters {
-	if s.Counters != nil {
-		return s.Counters
-	}
-	return &s.own
 }
 
 // Hold waits while the VM is paused (Member.Hold), or until Stop closes.
@@ -118,7 +94,7 @@ func (s *Server) sleeping() {
 func (s *Server) woke(rung bool) {
 	s.Queue.watch.Sleeping.Store(false)
 	if rung {
-		s.counters().Kicks.Add(1)
+		s.Queue.watch.KicksTaken.Add(1)
 	}
 }
 
@@ -160,7 +136,7 @@ func (s *Server) UsedBatch(elems []UsedElem) error {
 }
 
 func (s *Server) usedN(n int) error {
-	s.Queue.watch.Used.Add(uint64(n))
+	s.Queue.watch.Chains.Add(uint64(n))
 	s.pending += n
 	if s.Batch > 0 && s.pending >= s.Batch {
 		return s.signal()
@@ -181,7 +157,6 @@ func (s *Server) signal() error {
 		return err
 	}
 	if !need {
-		s.counters().Suppressed.Add(1)
 		if s.Queue.eventIdx {
 			s.Queue.watch.SuppressedEventIdx.Add(1)
 		} else {
@@ -189,7 +164,6 @@ func (s *Server) signal() error {
 		}
 		return nil
 	}
-	s.counters().Interrupts.Add(1)
-	s.Queue.watch.Wanted.Add(1)
+	s.Queue.watch.InterruptsWanted.Add(1)
 	return s.Intr.SignalUsed(s.Queue.Index)
 }

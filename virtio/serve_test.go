@@ -64,8 +64,7 @@ func TestServeBatch(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		d.AddChain(nil, []int{1})
 	}
-	var cnt virtio.NotifyCounters
-	srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Batch: 4, Counters: &cnt}
+	srv := &virtio.Server{Mem: d.Mem, Queue: d.Queue, Bell: d.Bell(), Intr: intr, Batch: 4}
 	halt := serve(t, srv, echo)
 	if !intr.WaitFor(5*time.Second, func() bool { return intr.Used(0) == 3 }) {
 		t.Fatalf("%d interrupts for 10 chains with Batch 4, want 3 (at 4, 8, end of pass)", intr.Used(0))
@@ -89,7 +88,8 @@ func TestServeBatch(t *testing.T) {
 	if got := intr.Used(0); got != 3 {
 		t.Errorf("%d interrupts, want 3", got)
 	}
-	if k, i, s := cnt.Kicks.Load(), cnt.Interrupts.Load(), cnt.Suppressed.Load(); k != 1 || i != 3 || s != 1 {
+	w := d.Queue.Watch()
+	if k, i, s := w.KicksTaken.Load(), w.InterruptsWanted.Load(), w.SuppressedNoInterrupt.Load(); k != 1 || i != 3 || s != 1 {
 		t.Errorf("counters kicks %d interrupts %d suppressed %d, want 1 3 1", k, i, s)
 	}
 }

@@ -3,7 +3,7 @@ package virtio
 import "sync/atomic"
 
 // Watch is what a queue's device goroutine publishes for govm's
-// lost-notification watchdog (package watchdog) and for govm stat: plain
+// lost-notification watchdog (package stall) and for QueueStats: plain
 // atomic stores on the data path, read from the watchdog's own goroutine.
 // One per Queue, kept across resets.
 type Watch struct {
@@ -17,10 +17,13 @@ type Watch struct {
 	// post buffers (virtio-net RX): with frames pending in the backend
 	// that is RX starvation, a driver-side stall.
 	NeedBuffers atomic.Bool
-	// Wanted counts interrupt decisions that said yes (the device then
-	// calls Interrupt.SignalUsed). The transport counts what it delivered;
-	// a difference that persists is a lost interrupt on the host side.
-	Wanted atomic.Uint64
+	// KicksTaken counts the driver's notifications the device woke on.
+	KicksTaken atomic.Uint64
+	// InterruptsWanted counts interrupt decisions that said yes (the
+	// device then calls Interrupt.SignalUsed). The transport counts what
+	// it delivered; a difference that persists is a lost interrupt on the
+	// host side.
+	InterruptsWanted atomic.Uint64
 	// Interrupt decisions the driver declined, by how it declined
 	// (spec 2.7.7): VRING_AVAIL_F_NO_INTERRUPT, or used_event not crossed.
 	SuppressedNoInterrupt atomic.Uint64
@@ -33,9 +36,9 @@ type Watch struct {
 	// (Poller): the driver published buffers with kicks off while the
 	// device watched, so they cost neither a kick nor a wakeup.
 	Polled atomic.Uint64
-	// Used counts chains returned to the driver, UsedBytes their used
+	// Chains counts chains returned to the driver, UsedBytes their used
 	// lengths (bytes the device wrote into them).
-	Used, UsedBytes atomic.Uint64
+	Chains, UsedBytes atomic.Uint64
 }
 
 // Watch returns the queue's watch counters.

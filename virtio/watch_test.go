@@ -34,8 +34,8 @@ func TestWatchCounters(t *testing.T) {
 				t.Fatal("first chain not used")
 			}
 			waitTrue(t, "the device asleep", w.Sleeping.Load)
-			if w.Wanted.Load() != 1 || w.SeenAvail.Load() != 1 {
-				t.Fatalf("after one interrupting chain: wanted %d seen avail %d, want 1 and 1", w.Wanted.Load(), w.SeenAvail.Load())
+			if w.InterruptsWanted.Load() != 1 || w.SeenAvail.Load() != 1 {
+				t.Fatalf("after one interrupting chain: wanted %d seen avail %d, want 1 and 1", w.InterruptsWanted.Load(), w.SeenAvail.Load())
 			}
 			tc.suppress(d)
 			d.AddChain(nil, []int{1})
@@ -51,11 +51,11 @@ func TestWatchCounters(t *testing.T) {
 			if tc.noIntr && (noIntr != 1 || evIdx != 0) || !tc.noIntr && (noIntr != 0 || evIdx != 1) {
 				t.Fatalf("suppressed no_interrupt %d event_idx %d", noIntr, evIdx)
 			}
-			if w.Used.Load() != 2 {
-				t.Fatalf("used %d chains, counted %d", 2, w.Used.Load())
+			if w.Chains.Load() != 2 {
+				t.Fatalf("used %d chains, counted %d", 2, w.Chains.Load())
 			}
-			if w.Wanted.Load() != 1 || w.SeenAvail.Load() != 2 || w.Sleeping.Load() {
-				t.Fatalf("wanted %d seen %d sleeping %v; want 1, 2, false after stop", w.Wanted.Load(), w.SeenAvail.Load(), w.Sleeping.Load())
+			if w.InterruptsWanted.Load() != 1 || w.SeenAvail.Load() != 2 || w.Sleeping.Load() {
+				t.Fatalf("wanted %d seen %d sleeping %v; want 1, 2, false after stop", w.InterruptsWanted.Load(), w.SeenAvail.Load(), w.Sleeping.Load())
 			}
 			// The counters belong to the queue and survive its reset.
 			d.Queue.Reset()

@@ -172,24 +172,13 @@ func (m *Machine) Stats() api.Stats {
 	for _, sl := range m.slots {
 		ts := sl.dev.Stats()
 		s.Devices = append(s.Devices, api.DeviceStats{Device: sl.what, Status: ts.Status,
-			ISRReads: ts.ISRReads, ISREmpty: ts.ISREmpty, ConfigIRQs: ts.ConfigInterrupts,
+			ISRReads: ts.ISRReads, ISREmpty: ts.ISREmpty, ConfigInterrupts: ts.ConfigInterrupts,
 			GuestErrors: ts.GuestErrors, ISR: ts.ISR, Line: ts.ISR != 0})
 		for _, q := range ts.Queues {
-			qs := api.QueueStats{Device: sl.what, Queue: q.Index, Name: queueName(sl, q.Index),
-				Size: q.Size, KicksPort: q.Notifies, KicksEventFD: q.EventFDs,
-				Interrupts: q.Raised, SuppressedISR: q.Coalesced,
-				SuppressedNoIntr: q.SuppressedNoInterrupt, SuppressedEventIdx: q.SuppressedEventIdx,
-				KicksSuppressed: q.KickSupprs, Polled: q.Polled, SeenAvail: q.SeenAvail,
-				Chains: q.Used, Bytes: q.UsedBytes,
-				InFlight: q.AvailIdx - q.UsedIdx, AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx}
+			qs := api.QueueStats{Device: sl.what, Queue: q}
 			if wd := m.wd.Load(); wd != nil {
 				for _, e := range wd.Events(sl.what, q.Index) {
 					qs.Watchdog = append(qs.Watchdog, api.WatchdogEvent{Kind: string(e.Kind), Count: e.Count, Last: e.Last})
-				}
-			}
-			if sl.queues != nil {
-				if b, drops, ok := sl.queues.QueueTraffic(q.Index); ok {
-					qs.Bytes, qs.Drops = b, drops // frame bytes, not used lengths
 				}
 			}
 			s.Queues = append(s.Queues, qs)
@@ -203,12 +192,4 @@ func (m *Machine) Stats() api.Stats {
 		s.VCPUs = append(s.VCPUs, v)
 	}
 	return s
-}
-
-// queueName is the device's name for queue q, or "queueN".
-func queueName(sl pciSlot, q int) string {
-	if sl.queues != nil {
-		return sl.queues.QueueName(q)
-	}
-	return fmt.Sprintf("queue%d", q)
 }

@@ -29,7 +29,6 @@ type pciSlot struct {
 	dev       *virtiopci.Transport
 	backend   io.Closer // the disk image or the tap
 	what      string
-	queues    virtio.QueueReporter // the device's names and traffic for its queues, or nil
 }
 
 // close is the device's one closer. The order is the only safe one:
@@ -124,8 +123,7 @@ func (m *Machine) addVirtio(dev virtio.Device, backend io.Closer, what string) e
 	// From here on the slot's close undoes everything.
 	pd.SetGate(m.gate, what)
 	pd.SetFaults(m.cfg.Faults)
-	qr, _ := dev.(virtio.QueueReporter)
-	m.slots = append(m.slots, pciSlot{slot: slot, irq: irqNum, dev: pd, backend: backend, what: what, queues: qr})
+	m.slots = append(m.slots, pciSlot{slot: slot, irq: irqNum, dev: pd, backend: backend, what: what})
 	// Kicks through an ioeventfd skip the exit to user space; without it
 	// (an old host) the port write on the vCPU thread still kicks.
 	if err := pd.EnableIOEventFD(m.vm); err != nil {

@@ -49,12 +49,8 @@ func (m *Machine) watchSample(dst []stall.Queue) ([]stall.Queue, bool) {
 			if !q.Enabled {
 				continue
 			}
-			wq := stall.Queue{Device: sl.what, Slot: i, Index: q.Index, Name: queueName(sl, q.Index),
-				AvailIdx: q.AvailIdx, UsedIdx: q.UsedIdx, AvailFlags: q.AvailFlags, UsedFlags: q.UsedFlags,
-				UsedEvent: q.UsedEvent, AvailEvent: q.AvailEvent, EventIdx: q.EventIdx,
-				Sleeping: q.Sleeping, NeedBuffers: q.NeedBuffers, SeenAvail: q.SeenAvail, Rung: q.Rung,
-				Wanted: q.Wanted, Delivered: q.Delivered(), ISR: ts.ISR, ISRReads: ts.ISRReads,
-				KicksPort: q.Notifies, KicksEvents: q.EventFDs, DriverWork: work}
+			wq := stall.Queue{Device: sl.what, Slot: i, Queue: q,
+				ISR: ts.ISR, ISRReads: ts.ISRReads, DriverWork: work}
 			if q.NeedBuffers {
 				if p, ok := sl.backend.(interface{ Pending() bool }); ok {
 					wq.RXPending = p.Pending()

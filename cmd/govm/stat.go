@@ -105,10 +105,10 @@ func printStatTable(w io.Writer, s api.Stats, prev *api.Stats) {
 			o = prev.Queues[i]
 		}
 		fmt.Fprintf(w, "%-24s %-3d %-8s %10s %10s %10s %21s %8d %10s %12s %7d %-22s %s\n",
-			trunc(q.Device, 24), q.Queue, q.Name,
+			trunc(q.Device, 24), q.Index, q.Name,
 			rate(q.KicksPort+q.KicksEventFD, o.KicksPort+o.KicksEventFD), rate(q.KicksEventFD, o.KicksEventFD),
 			rate(q.Interrupts, o.Interrupts),
-			fmt.Sprintf("%d/%d/%d", q.SuppressedISR, q.SuppressedNoIntr, q.SuppressedEventIdx),
+			fmt.Sprintf("%d/%d/%d", q.SuppressedISRSet, q.SuppressedNoInterrupt, q.SuppressedEventIdx),
 			q.KicksSuppressed, rate(q.Chains, o.Chains), rate(q.Bytes, o.Bytes), q.InFlight,
 			drops(q.Drops), watchdogCol(q.Watchdog))
 	}

@@ -12,7 +12,7 @@ import (
 
 // verdictVersion is bumped when a field changes meaning or goes away
 // (adding a field does not bump it). Schema: docs/result.md.
-const verdictVersion = 1
+const verdictVersion = 2
 
 // verdict is the --result JSON.
 type verdict struct {

@@ -113,8 +113,7 @@ type Device struct {
 	cfg      Config
 	capacity uint64 // sectors
 	config   [cfgLen]byte
-	herr     hostErrors            // hosterr.go
-	notify   virtio.NotifyCounters // the request queue's, kept across resets
+	herr     hostErrors // hosterr.go
 
 	io virtio.Worker // the request queue's I/O goroutine
 }
@@ -206,7 +205,7 @@ func (d *Device) Activate(a virtio.Activation) error {
 	return d.io.Start(a.Bells[:1], func(stop <-chan struct{}) {
 		w := &worker{dev: d, mem: a.Mem, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0],
 			Bell: a.Bells[0], Intr: a.Intr, Stop: stop, Batch: decisionBatch(a.Features),
-			Counters: &d.notify, Member: a.Member}}
+			Member: a.Member}}
 		// The driver answers a completion with its next request:
 		// polling for it may pay (Prompts).
 		l := virtio.Loop{Stop: stop, Member: a.Member, Poll: virtio.Poller{Max: d.cfg.PollMax},

@@ -65,14 +65,10 @@ func (h *hostErrors) flush(sync func() error) bool {
 	return true
 }
 
-// Stats are a disk's request-queue notification counters and host-side
-// error counters.
+// Stats are a disk's host-side error counters (its queue's notifications
+// are in the queue's snapshot, qstats.Queue).
 type Stats struct {
-	// Kicks, Interrupts and SuppressedInterrupts are the request queue's
-	// notifications (virtio.NotifyCounters): kicks the queue woke on,
-	// interrupts signalled, interrupt decisions the driver suppressed.
-	Kicks, Interrupts, SuppressedInterrupts uint64
-	ReadErrors, WriteErrors, FlushErrors    uint64
+	ReadErrors, WriteErrors, FlushErrors uint64
 	// FlushBroken is set once a flush failed: every later FLUSH fails.
 	FlushBroken bool
 	// LogSuppressed counts host I/O error lines left out of the log.
@@ -82,14 +78,11 @@ type Stats struct {
 // Stats returns the counters since New. Safe at any time.
 func (d *Device) Stats() Stats {
 	return Stats{
-		Kicks:                d.notify.Kicks.Load(),
-		Interrupts:           d.notify.Interrupts.Load(),
-		SuppressedInterrupts: d.notify.Suppressed.Load(),
-		ReadErrors:           d.herr.readErrs.Load(),
-		WriteErrors:          d.herr.writeErrs.Load(),
-		FlushErrors:          d.herr.flushErrs.Load(),
-		FlushBroken:          d.herr.flushBroken.Load(),
-		LogSuppressed:        d.herr.lim.Suppressed(),
+		ReadErrors:    d.herr.readErrs.Load(),
+		WriteErrors:   d.herr.writeErrs.Load(),
+		FlushErrors:   d.herr.flushErrs.Load(),
+		FlushBroken:   d.herr.flushBroken.Load(),
+		LogSuppressed: d.herr.lim.Suppressed(),
 	}
 }
 
@@ -99,6 +92,6 @@ func (s Stats) String() string {
 	if s.FlushBroken {
 		broken = " (flush broken: every FLUSH fails)"
 	}
-	return fmt.Sprintf("kicks %d, interrupts %d (%d suppressed by the driver), host errors: read %d, write %d, flush %d%s, log lines suppressed %d",
-		s.Kicks, s.Interrupts, s.SuppressedInterrupts, s.ReadErrors, s.WriteErrors, s.FlushErrors, broken, s.LogSuppressed)
+	return fmt.Sprintf("host errors: read %d, write %d, flush %d%s, log lines suppressed %d",
+		s.ReadErrors, s.WriteErrors, s.FlushErrors, broken, s.LogSuppressed)
 }

@@ -274,7 +274,7 @@ func TestNotifyStats(t *testing.T) {
 	}
 	// The device may have served the request before taking its kick: wait
 	// for the kick to be taken, so the next one does not coalesce with it.
-	for deadline := time.Now().Add(5 * time.Second); dev.Stats().Kicks == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); d.Queue.Watch().KicksTaken.Load() == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	d.SetAvailFlags(virtio.AvailFlagNoInterrupt)
@@ -284,7 +284,8 @@ func TestNotifyStats(t *testing.T) {
 		t.Fatal("second request not completed")
 	}
 	dev.Reset()
-	if s := dev.Stats(); s.Kicks != 2 || s.Interrupts != 1 || s.SuppressedInterrupts != 1 {
-		t.Fatalf("stats %+v, want 2 kicks, 1 interrupt, 1 suppressed", s)
+	w := d.Queue.Watch()
+	if k, i, s := w.KicksTaken.Load(), w.InterruptsWanted.Load(), w.SuppressedNoInterrupt.Load(); k != 2 || i != 1 || s != 1 {
+		t.Fatalf("kicks %d, interrupts %d, suppressed %d; want 2, 1, 1", k, i, s)
 	}
 }

@@ -128,7 +128,7 @@ func TestRXDeliverNoAlloc(t *testing.T) {
 			}
 			recv()
 			allocs := testing.AllocsPerRun(200, recv)
-			if s := d.Stats().RX; s.Frames != 202 || s.Chains != uint64(202*len(heads)) {
+			if s := d.Stats().RX; s.Frames != 202 || s.Popped != uint64(202*len(heads)) {
 				t.Fatalf("stats %v: frames not delivered", s)
 			}
 			if allocs != 0 {

@@ -209,7 +209,7 @@ func (e *env) waitUsed(d *virtiotest.Driver, idx uint16) {
 // counted when the device wakes on it, not when the driver sends it.
 func (e *env) waitTXKicks(want uint64) {
 	e.t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); e.dev.Stats().TX.Kicks < want && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(2 * time.Second); e.tx.Queue.Watch().KicksTaken.Load() < want && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 }

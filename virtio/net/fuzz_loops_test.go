@@ -258,8 +258,8 @@ func runLoops(t *testing.T, in []byte, until func(Stats) bool) (Stats, int) {
 			t.Fatalf("queue %d: used %d + in flight %d != popped %d", i, q.NextUsed(), q.InFlight(), q.NextAvail())
 		}
 	}
-	if uint16(s.RX.Chains) != queues[RXQueue].NextAvail() || uint16(s.TX.Chains) != queues[TXQueue].NextAvail() {
-		t.Fatalf("chains counted %d/%d, popped %d/%d", s.RX.Chains, s.TX.Chains,
+	if uint16(s.RX.Popped) != queues[RXQueue].NextAvail() || uint16(s.TX.Popped) != queues[TXQueue].NextAvail() {
+		t.Fatalf("chains counted %d/%d, popped %d/%d", s.RX.Popped, s.TX.Popped,
 			queues[RXQueue].NextAvail(), queues[TXQueue].NextAvail())
 	}
 	// The backend never closes here, so only the guest can stop a queue.

@@ -23,7 +23,7 @@ func TestRXHeadPostedTwice(t *testing.T) {
 	e := newEnv(t, features, false)
 	head := e.rx.AddChain(nil, []int{1024})
 	e.rx.KickIfNeeded()
-	for deadline := time.Now().Add(2 * time.Second); e.dev.Stats().RX.Chains < 1; {
+	for deadline := time.Now().Add(2 * time.Second); e.dev.Stats().RX.Popped < 1; {
 		if time.Now().After(deadline) {
 			t.Fatalf("RX did not take the buffer: %v", e.dev.Stats().RX)
 		}

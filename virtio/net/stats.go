@@ -8,43 +8,43 @@ import (
 )
 
 // QueueStats says what one queue has been doing since New.
+// The queue's notifications and used chains are in its snapshot
+// (qstats.Queue); these are what only the device sees.
 type QueueStats struct {
-	Chains       uint64 // descriptor chains popped
-	Frames       uint64 // frames delivered to the guest (RX) or the backend (TX)
-	Bytes        uint64 // frame bytes, vnet header excluded
-	Kicks        uint64 // driver notifications the queue woke on
-	Interrupts   uint64 // used-buffer interrupts signalled
-	Suppressed   uint64 // interrupt decisions the driver's suppression said no to
-	BufferWaits  uint64 // RX: times a frame waited for the driver to post buffers
-	BackendWaits uint64 // RX: times the backend was found empty and waited on
+	Popped       uint64 `json:"popped"`        // descriptor chains popped
+	Frames       uint64 `json:"frames"`        // frames delivered to the guest (RX) or the backend (TX)
+	Bytes        uint64 `json:"bytes"`         // frame bytes, vnet header excluded
+	BufferWaits  uint64 `json:"buffer_waits"`  // RX: times a frame waited for the driver to post buffers
+	BackendWaits uint64 `json:"backend_waits"` // RX: times the backend was found empty and waited on
 
-	DropTooLarge  uint64 // frame larger than the buffers (RX) or the limit (TX)
-	DropMalformed uint64 // TX chain too short or header breaking spec 5.1.6.2.1
-	DropBackend   uint64 // the backend rejected or failed the frame
-	ReadErrors    uint64 // RX: backend reads that failed (counted, RX goes on)
+	DropTooLarge  uint64 `json:"drop_too_large"` // frame larger than the buffers (RX) or the limit (TX)
+	DropMalformed uint64 `json:"drop_malformed"` // TX chain too short or header breaking spec 5.1.6.2.1
+	DropBackend   uint64 `json:"drop_backend"`   // the backend rejected or failed the frame
+	ReadErrors    uint64 `json:"read_errors"`    // RX: backend reads that failed (counted, RX goes on)
 }
 
 // Stats holds both queues' counters.
-type Stats struct{ RX, TX QueueStats }
+type Stats struct {
+	RX QueueStats `json:"rx"`
+	TX QueueStats `json:"tx"`
+}
 
 // String is one line for logs.
 func (s QueueStats) String() string {
-	return fmt.Sprintf("chains=%d frames=%d bytes=%d kicks=%d irqs=%d suppressed=%d waits=%d backend_waits=%d drops(large=%d malformed=%d backend=%d) read_errors=%d",
-		s.Chains, s.Frames, s.Bytes, s.Kicks, s.Interrupts, s.Suppressed, s.BufferWaits, s.BackendWaits,
+	return fmt.Sprintf("popped=%d frames=%d bytes=%d waits=%d backend_waits=%d drops(large=%d malformed=%d backend=%d) read_errors=%d",
+		s.Popped, s.Frames, s.Bytes, s.BufferWaits, s.BackendWaits,
 		s.DropTooLarge, s.DropMalformed, s.DropBackend, s.ReadErrors)
 }
 
 type counters struct {
-	notify                                               virtio.NotifyCounters // kicks, interrupts: kept by the serve loop
 	chains, frames, bytes, bufferWaits, backendWaits     atomic.Uint64
 	dropTooLarge, dropMalformed, dropBackend, readErrors atomic.Uint64
 }
 
 func (c *counters) snapshot() QueueStats {
 	return QueueStats{
-		Chains: c.chains.Load(), Frames: c.frames.Load(), Bytes: c.bytes.Load(),
-		Kicks: c.notify.Kicks.Load(), Interrupts: c.notify.Interrupts.Load(),
-		Suppressed: c.notify.Suppressed.Load(), BufferWaits: c.bufferWaits.Load(), BackendWaits: c.backendWaits.Load(),
+		Popped: c.chains.Load(), Frames: c.frames.Load(), Bytes: c.bytes.Load(),
+		BufferWaits: c.bufferWaits.Load(), BackendWaits: c.backendWaits.Load(),
 		DropTooLarge: c.dropTooLarge.Load(), DropMalformed: c.dropMalformed.Load(),
 		DropBackend: c.dropBackend.Load(), ReadErrors: c.readErrors.Load(),
 	}
@@ -72,7 +72,7 @@ type vq struct {
 
 func newVQ(d *Device, a virtio.Activation, idx int, c *counters, stop <-chan struct{}) vq {
 	return vq{Server: virtio.Server{Mem: a.Mem, Queue: a.Queues[idx], Bell: a.Bells[idx],
-		Intr: a.Intr, Stop: stop, Batch: batchMax, Counters: &c.notify, Member: a.Member}, c: c}
+		Intr: a.Intr, Stop: stop, Batch: batchMax, Member: a.Member}, c: c}
 }
 
 var _ virtio.QueueReporter = (*Device)(nil)

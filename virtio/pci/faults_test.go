@@ -32,9 +32,9 @@ func TestQueueCountersAndFaults(t *testing.T) {
 	}
 	s := r.d.Stats()
 	q := s.Queues[1]
-	if q.Notifies != 3 || q.Raised != 2 || q.Delivered() != 2 || s.Queues[0].Notifies != 0 {
-		t.Fatalf("queue 1: notifies %d raised %d delivered %d (queue 0 notifies %d); want 3, 2, 2, 0",
-			q.Notifies, q.Raised, q.Delivered(), s.Queues[0].Notifies)
+	if q.KicksPort != 3 || q.Interrupts != 2 || q.Delivered() != 2 || s.Queues[0].KicksPort != 0 {
+		t.Fatalf("queue 1: port kicks %d interrupts %d delivered %d (queue 0 port kicks %d); want 3, 2, 2, 0",
+			q.KicksPort, q.Interrupts, q.Delivered(), s.Queues[0].KicksPort)
 	}
 	// Recovery of the dropped interrupt: raised, counted as delivered.
 	r.d.Reraise(1)
@@ -81,7 +81,7 @@ func TestDelayedKick(t *testing.T) {
 	if r.kicked(1) {
 		t.Fatal("a kick delayed by an hour reached the device at once")
 	}
-	if n := r.d.Stats().Queues[1].Notifies; n != 1 {
+	if n := r.d.Stats().Queues[1].KicksPort; n != 1 {
 		t.Fatalf("notifies %d, want 1 (counted when the driver wrote it)", n)
 	}
 	r2 := newRig(t)

@@ -221,8 +221,8 @@ func TestPCIBusWiring(t *testing.T) {
 	if r.kicked(0) {
 		t.Fatal("queue 0 kicked by queue 1's eventfd")
 	}
-	if s := r.d.Stats(); s.EventFDs != 1 || s.Queues[1].EventFDs != 1 || s.Notifies != 0 {
-		t.Fatalf("eventfd kicks %d (queue 1: %d), port kicks %d; want 1, 1, 0", s.EventFDs, s.Queues[1].EventFDs, s.Notifies)
+	if s := r.d.Stats(); s.KicksEventFD != 1 || s.Queues[1].KicksEventFD != 1 || s.KicksPort != 0 {
+		t.Fatalf("eventfd kicks %d (queue 1: %d), port kicks %d; want 1, 1, 0", s.KicksEventFD, s.Queues[1].KicksEventFD, s.KicksPort)
 	}
 
 	// Through the ports: the guest reads the device ID and BAR0 registers.

@@ -127,7 +127,7 @@ func TestEventFDKickFaults(t *testing.T) {
 	if !r.kicked(0) {
 		t.Fatal("the second eventfd kick was dropped too")
 	}
-	if s := r.d.Stats().Queues[0]; s.EventFDs != 2 || s.Notifies != 0 {
-		t.Fatalf("queue 0 counted %d eventfd and %d port kicks, want 2 and 0", s.EventFDs, s.Notifies)
+	if s := r.d.Stats().Queues[0]; s.KicksEventFD != 2 || s.KicksPort != 0 {
+		t.Fatalf("queue 0 counted %d eventfd and %d port kicks, want 2 and 0", s.KicksEventFD, s.KicksPort)
 	}
 }

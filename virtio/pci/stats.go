@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+
+	"github.com/govm/govm/virtio"
+	"github.com/govm/govm/virtio/qstats"
 )
 
 // pciCounters are the transport's view of what the driver and device do:
@@ -33,67 +36,46 @@ type queueCounters struct {
 	recovered atomic.Uint64 // watchdog re-raises standing in for a late delivery
 }
 
-// QueueStats is one virtqueue as the guest's ring shows it.
-type QueueStats struct {
-	Index    int
-	Size     uint16
-	Enabled  bool
-	AvailIdx uint16 // driver's avail->idx
-	UsedIdx  uint16 // device's used->idx
-
-	// Kicks by port write (counted as written) and by ioeventfd (KVM
-	// signals, counted as the device takes them from its doorbell).
-	Notifies, EventFDs uint64
-	Raised, Coalesced  uint64 // used-buffer signals that raised the line / found the ISR set
-
-	// The rest of the ring's notification state (spec 2.7.6-2.7.10):
-	// the driver's avail flags and used_event, the device's used flags
-	// and avail_event (the event fields mean something with EventIdx).
-	AvailFlags, UsedFlags, UsedEvent, AvailEvent uint16
-	EventIdx                                     bool
-	// The device goroutine's published state (virtio.Watch).
-	Sleeping, NeedBuffers bool
-	// Rung: a kick waits in the queue's doorbell, not yet taken.
-	Rung                                                          bool
-	SeenAvail                                                     uint16
-	Wanted, SuppressedNoInterrupt, SuppressedEventIdx, KickSupprs uint64
-	// Polled counts waits for work that busy-polling ended (virtio.Watch).
-	Polled          uint64
-	Used, UsedBytes uint64 // chains used, their used lengths
-}
-
-// Delivered is how many of the device's wanted interrupts the transport
-// delivered (raised, or coalesced into an ISR already set).
-func (q QueueStats) Delivered() uint64 { return q.Raised + q.Coalesced }
-
-// Stats is a snapshot of a device's transport counters and queues.
+// Stats is a snapshot of a device's transport counters and queues. The
+// JSON names are the API's (api.DeviceStats) and the --result verdict's.
 type Stats struct {
-	Name               string
-	Status             uint8
-	Notifies, EventFDs uint64
-	// EventFDFailures counts queues moved off a failed notify eventfd
-	// back to port-write kicks.
-	EventFDFailures                       uint64
-	Raised, Coalesced, ISRReads, ISREmpty uint64
-	ConfigInterrupts, GuestErrors         uint64
+	Name   string `json:"name"`
+	Status uint8  `json:"status"`
+	// All queues' kicks (qstats.Queue), and the queues moved off a
+	// failed notify eventfd back to port-write kicks.
+	KicksPort       uint64 `json:"kicks_port"`
+	KicksEventFD    uint64 `json:"kicks_eventfd"`
+	EventFDFailures uint64 `json:"eventfd_failures"`
+	// Used-buffer signals that raised the line, and that found the ISR
+	// set (no second raise).
+	Interrupts       uint64 `json:"interrupts"`
+	SuppressedISRSet uint64 `json:"suppressed_isr_set"`
+	// The driver's ISR reads, and those that found 0 (a shared line, or
+	// spurious).
+	ISRReads         uint64 `json:"isr_reads"`
+	ISREmpty         uint64 `json:"isr_empty"`
+	ConfigInterrupts uint64 `json:"config_interrupts"`
+	GuestErrors      uint64 `json:"guest_errors"`
 	// GuestLogSuppressed counts guest-error lines the rate limit kept
 	// out of the log.
-	GuestLogSuppressed uint64
-	ISR                uint8 // the ISR byte at the snapshot
-	Queues             []QueueStats
+	GuestLogSuppressed uint64         `json:"guest_log_suppressed"`
+	ISR                uint8          `json:"isr"` // the ISR byte at the snapshot
+	Queues             []qstats.Queue `json:"queues"`
 }
 
-// Stats returns the transport counters and, for each enabled queue, the
-// ring indexes read from guest memory (atomically: the device may be
-// running). A ring whose memory cannot be read reports zeros.
+// Stats returns the transport counters and every queue's snapshot: the
+// queue core's (ring indexes read from guest memory, atomically: the device
+// may be running), the transport's counts, and the device's names and
+// traffic if it reports them (virtio.QueueReporter). A ring whose memory
+// cannot be read reports zeros.
 func (d *Transport) Stats() Stats {
 	s := Stats{
 		Name:             d.name,
 		Status:           d.Status(),
-		Notifies:         d.counters.notifies.Load(),
+		KicksPort:        d.counters.notifies.Load(),
 		EventFDFailures:  d.counters.eventfdFailures.Load(),
-		Raised:           d.counters.raised.Load(),
-		Coalesced:        d.counters.coalesced.Load(),
+		Interrupts:       d.counters.raised.Load(),
+		SuppressedISRSet: d.counters.coalesced.Load(),
 		ISRReads:         d.counters.isrReads.Load(),
 		ISREmpty:         d.counters.isrEmpty.Load(),
 		ConfigInterrupts: d.counters.configIRQs.Load(),
@@ -105,27 +87,22 @@ func (d *Transport) Stats() Stats {
 	d.intMu.Lock()
 	s.ISR = d.isr
 	d.intMu.Unlock()
+	rep, _ := d.dev.(virtio.QueueReporter)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, q := range d.queues {
 		c := &d.qcounters[i]
-		qs := QueueStats{Index: i, Size: q.Size, Enabled: d.pfns[i] != 0,
-			Notifies: c.notifies.Load(), EventFDs: d.bells[i].Signals(),
-			Raised: c.raised.Load(), Coalesced: c.coalesced.Load(), Rung: d.bells[i].Pending()}
-		if qs.Enabled {
-			r := q.ReadRing(d.mem)
-			qs.AvailFlags, qs.AvailIdx, qs.UsedEvent = r.AvailFlags, r.AvailIdx, r.UsedEvent
-			qs.UsedFlags, qs.UsedIdx, qs.AvailEvent = r.UsedFlags, r.UsedIdx, r.AvailEvent
-			qs.EventIdx = q.EventIdx()
+		qs := q.Stats(d.mem, d.pfns[i] != 0)
+		qs.Name = fmt.Sprintf("queue%d", i)
+		qs.KicksPort, qs.KicksEventFD, qs.KickPending = c.notifies.Load(), d.bells[i].Signals(), d.bells[i].Pending()
+		qs.Interrupts, qs.SuppressedISRSet = c.raised.Load(), c.coalesced.Load()
+		if rep != nil {
+			qs.Name = rep.QueueName(i)
+			if b, drops, ok := rep.QueueTraffic(i); ok {
+				qs.Bytes, qs.Drops = b, drops
+			}
 		}
-		w := q.Watch()
-		qs.Sleeping, qs.NeedBuffers = w.Sleeping.Load(), w.NeedBuffers.Load()
-		qs.SeenAvail = uint16(w.SeenAvail.Load())
-		qs.Wanted = w.Wanted.Load()
-		qs.SuppressedNoInterrupt, qs.SuppressedEventIdx = w.SuppressedNoInterrupt.Load(), w.SuppressedEventIdx.Load()
-		qs.KickSupprs, qs.Polled = w.KicksSuppressed.Load(), w.Polled.Load()
-		qs.Used, qs.UsedBytes = w.Used.Load(), w.UsedBytes.Load()
-		s.EventFDs += qs.EventFDs
+		s.KicksEventFD += qs.KicksEventFD
 		s.Queues = append(s.Queues, qs)
 	}
 	return s
@@ -135,7 +112,7 @@ func (d *Transport) Stats() Stats {
 func (s Stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: status %#x, kicks %d (+%d by ioeventfd), interrupts %d (+%d coalesced while ISR set), ISR reads %d (%d empty), config %d, guest errors %d (%d log lines suppressed)",
-		s.Name, s.Status, s.Notifies, s.EventFDs, s.Raised, s.Coalesced, s.ISRReads, s.ISREmpty, s.ConfigInterrupts, s.GuestErrors, s.GuestLogSuppressed)
+		s.Name, s.Status, s.KicksPort, s.KicksEventFD, s.Interrupts, s.SuppressedISRSet, s.ISRReads, s.ISREmpty, s.ConfigInterrupts, s.GuestErrors, s.GuestLogSuppressed)
 	if s.EventFDFailures > 0 {
 		fmt.Fprintf(&b, ", notify eventfds failed %d", s.EventFDFailures)
 	}
@@ -143,7 +120,7 @@ func (s Stats) String() string {
 		if !q.Enabled {
 			continue
 		}
-		fmt.Fprintf(&b, "; q%d avail %d used %d in flight %d/%d", q.Index, q.AvailIdx, q.UsedIdx, q.AvailIdx-q.UsedIdx, q.Size)
+		fmt.Fprintf(&b, "; %s avail %d used %d in flight %d/%d", q.Name, q.AvailIdx, q.UsedIdx, q.InFlight, q.Size)
 	}
 	return b.String()
 }
