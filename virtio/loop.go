@@ -360,9 +360,12 @@ func (l *Loop) sleep() {
 	l.Member.Wake(l.Stop)
 }
 
-func (l *Loop) stopped() bool {
+func (l *Loop) stopped() bool { return closed(l.Stop) }
+
+// closed reports whether c is closed, without blocking.
+func closed(c <-chan struct{}) bool {
 	select {
-	case <-l.Stop:
+	case <-c:
 		return true
 	default:
 		return false

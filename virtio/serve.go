@@ -44,14 +44,7 @@ type Server struct {
 func (s *Server) Hold() { s.Member.Hold(s.Stop) }
 
 // Stopped reports whether Stop is closed.
-func (s *Server) Stopped() bool {
-	select {
-	case <-s.Stop:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) Stopped() bool { return closed(s.Stop) }
 
 // drain is the turn of a request/response source (Source.Handle): it
 // serves available chains, at most budget of them (0: all), and says how
