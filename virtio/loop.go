@@ -82,6 +82,12 @@ type Source struct {
 	wait  Wait
 	armed bool   // kicks asked for (enableNotify, then re-checked)
 	woken bool   // the last sleep or spin found what it waits for
+	// quiet: the last sleep ended without this source's kick, and it
+	// had asked for kicks and re-checked before it: the next round does
+	// not look at its ring (a wake that is not its kick is no reason to,
+	// and a kick lost on its way, GOVM_FAULTS drop-kick, stays lost for
+	// the watchdog to find, as it would on real hardware).
+	quiet bool
 	since uint64 // Loop.work at its last turn
 	dead  bool   // stopped by an error
 }
@@ -125,7 +131,7 @@ func (l *Loop) Run() {
 	for _, s := range l.Sources {
 		// Kicks are on until the first turn: the ring's flags are zero
 		// at activation.
-		s.wait, s.armed, s.woken, s.since, s.dead = Wait{}, true, false, 0, false
+		s.wait, s.armed, s.woken, s.quiet, s.since, s.dead = Wait{}, true, false, false, 0, false
 	}
 	n := len(l.Sources)
 	l.bells, l.rung = make([]*Doorbell, 0, n), make([]bool, n)
@@ -163,6 +169,10 @@ func (l *Loop) due(s *Source) bool {
 		if s.woken {
 			return true
 		}
+		if s.quiet {
+			s.quiet = false
+			return false
+		}
 		more, err := s.Server.Queue.pending(s.Server.Mem)
 		return more || err != nil // the turn reports the error
 	case WaitFD:
@@ -184,7 +194,7 @@ func (l *Loop) turn(s *Source) (int, error) {
 		}
 		s.armed = false
 	}
-	s.woken = false
+	s.woken, s.quiet = false, false
 	var (
 		n   int
 		err error
@@ -351,7 +361,7 @@ func (l *Loop) sleep() {
 		switch s.wait.Kind {
 		case WaitRing:
 			s.Server.woke(rung)
-			s.woken = rung
+			s.woken, s.quiet = rung, !rung
 		case WaitFD:
 			s.woken = l.ready[f]
 			f++

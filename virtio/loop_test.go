@@ -1,9 +1,11 @@
 package virtio_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,6 +273,47 @@ func TestLoopWaitUntil(t *testing.T) {
 	}
 	if !d.WaitSleeping(5 * time.Second) {
 		t.Fatal("the Loop did not sleep on the ring after the deadline's turn")
+	}
+	if err := halt(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoopLostKickStaysLost: a wake that is not the source's kick (here a
+// KVM signal that a fault hook drops, GOVM_FAULTS drop-kick) does not make
+// the Loop look at a ring it had armed and re-checked: the chain published
+// with that kick waits, as it would behind a kick lost on real hardware, so
+// the watchdog can find it, and the next kick serves it. (A Loop that
+// looked served the chain and hid the lost kick.)
+func TestLoopLostKickStaysLost(t *testing.T) {
+	d := virtiotest.New(t, memSize, 16)
+	var dropped atomic.Int32
+	d.Bell().Intercept = func() bool { return dropped.Add(1) == 1 }
+	stop := make(chan struct{})
+	l := newLoop([]*virtiotest.Driver{d}, virtiotest.NewRecordingInterrupt(), stop)
+	l.Sources[0].Handle = echo
+	halt := runLoop(t, l, stop, l.Sources[0].Server.Intr)
+	if !d.WaitSleeping(5 * time.Second) {
+		t.Fatal("the Loop never slept")
+	}
+	d.AddChain(nil, []int{1})
+	if !d.NeedsKick() {
+		t.Fatal("asleep with kicks off")
+	}
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	if _, err := unix.Write(d.Bell().FD(), one[:]); err != nil { // the kick, as KVM's ioeventfd sends it
+		t.Fatal(err)
+	}
+	if !waitFor(func() bool { return dropped.Load() == 1 }) {
+		t.Fatal("the kick never reached the doorbell")
+	}
+	if d.WaitUsedIdx(1, 200*time.Millisecond) {
+		t.Fatal("the chain behind a dropped kick was served")
+	}
+	d.Kick()
+	if !d.WaitUsedIdx(1, 5*time.Second) {
+		t.Fatal("the chain was not served after the next kick")
 	}
 	if err := halt(); err != nil {
 		t.Fatal(err)
