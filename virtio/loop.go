@@ -80,8 +80,8 @@ type Source struct {
 
 	// The Loop's state of the source.
 	wait  Wait
-	armed bool   // kicks asked for (enableNotify, then re-checked)
-	woken bool   // the last sleep or spin found what it waits for
+	armed bool // kicks asked for (enableNotify, then re-checked)
+	woken bool // the last sleep or spin found what it waits for
 	// quiet: the last sleep ended without this source's kick, and it
 	// had asked for kicks and re-checked before it: the next round does
 	// not look at its ring (a wake that is not its kick is no reason to,
