@@ -180,7 +180,7 @@ func TestDeviceStatsAfterClose(t *testing.T) {
 	bar.Write(virtiopci.LegacyQueueSelect, []byte{0, 0})
 	bar.Write(virtiopci.LegacyQueuePFN, []byte{0x10, 0, 0, 0})
 	before := m.DeviceStats()
-	if len(before) != 2 || !strings.Contains(before[0], "q0 avail 0 used 0") || !strings.HasPrefix(before[1], "disk 0: ") || !strings.Contains(before[1], "host errors") {
+	if len(before) != 2 || !strings.Contains(before[0], "requests avail 0 used 0") || !strings.HasPrefix(before[1], "disk 0: ") || !strings.Contains(before[1], "host errors") {
 		t.Fatalf("stats before Close: %q", before)
 	}
 	m.Close()
