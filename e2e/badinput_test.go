@@ -107,6 +107,8 @@ func TestBadInput(t *testing.T) {
 		{"poll-max not a duration", nil, []string{"run", "--kernel", k, "--poll-max", "fast"}, "--poll-max \"fast\""},
 		{"poll-max too long", nil, []string{"run", "--kernel", k, "--poll-max", "1s"}, "from 0 (off) to 10ms"},
 		{"poll-max negative", nil, []string{"run", "--kernel", k, "--poll-max", "-5us"}, "--poll-max"},
+		{"rng-rate not a rate", nil, []string{"run", "--kernel", k, "--rng-rate", "fast"}, "--rng-rate \"fast\": want bytes per second"},
+		{"rng-rate negative", nil, []string{"run", "--kernel", k, "--rng-rate", "-1"}, "--rng-rate \"-1\""},
 		{"disk serial too long", nil, []string{"run", "--kernel", k, "--disk", lockedDisk + ",serial=123456789012345678901"}, "longer than 20"},
 	}
 	for _, c := range cases {

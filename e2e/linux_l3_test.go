@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,6 +131,8 @@ var (
 	// ANY_LAYOUT 27 (virtio_net's legacy table), INDIRECT_DESC 28,
 	// EVENT_IDX 29.
 	netBits = []int{0, 1, 5, 7, 8, 9, 11, 12, 13, 15, 16, 27, 28, 29}
+	// virtio-rng has no features of its own: the ring's, always all on.
+	rngBits = []int{28, 29}
 )
 
 // without returns bits less drop.
@@ -331,7 +334,8 @@ func runL3Suite(t *testing.T, kernel, base string, c l3Config) {
 	wantDevs := []struct {
 		device, driver string
 		bits           []int
-	}{{"0x0002", "virtio_blk", c.blk}, {"0x0002", "virtio_blk", c.blkRO}, {"0x0002", "virtio_blk", c.blk}, {"0x0001", "virtio_net", c.net}}
+	}{{"0x0002", "virtio_blk", c.blk}, {"0x0002", "virtio_blk", c.blkRO}, {"0x0002", "virtio_blk", c.blk}, {"0x0001", "virtio_net", c.net},
+		{"0x0004", "virtio_rng", rngBits}}
 	for i, w := range wantDevs {
 		d := r(fmt.Sprintf("dev-virtio%d", i))
 		if d.KV["device"] != w.device || d.KV["driver"] != w.driver {
@@ -341,8 +345,14 @@ func runL3Suite(t *testing.T, kernel, base string, c l3Config) {
 			t.Errorf("virtio%d (%s): negotiated feature bits %v, want %v", i, w.driver, got, w.bits)
 		}
 	}
-	if _, ok := o.Results["dev-virtio4"]; ok {
-		t.Errorf("a fifth virtio device: %v", o.Results["dev-virtio4"].KV)
+	if _, ok := o.Results["dev-virtio5"]; ok {
+		t.Errorf("a sixth virtio device: %v", o.Results["dev-virtio5"].KV)
+	}
+	// Entropy: Linux's virtio_rng is the current hwrng, and /dev/hwrng
+	// reads what govm's device gives: getrandom's bytes, so 1024 of them
+	// take far more than 64 distinct values (about 250).
+	if h := r("hwrng"); !strings.HasPrefix(h.KV["current"], "virtio_rng") || h.KV["bytes"] != "1024" || atoi(h.KV["distinct"]) < 64 {
+		t.Errorf("hwrng: %v; want virtio_rng current and 1024 random bytes read", h.KV)
 	}
 	r("pvpanic")
 
@@ -398,4 +408,13 @@ func runL3Suite(t *testing.T, kernel, base string, c l3Config) {
 	if s := r("eth0-stats"); s.KV["rx_errors"] != "0" || s.KV["rx_dropped"] != "0" {
 		t.Errorf("eth0 counters: %v", s.KV)
 	}
+}
+
+// atoi is s as a number, or -1.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }

@@ -35,6 +35,7 @@ short_execs() {
 	case "$1" in
 	FuzzRXTXLoops) echo 4000 ;; # each input runs the device's I/O goroutine
 	FuzzBlkLoop) echo 6000 ;;   # each input runs the I/O goroutine until quiet
+	FuzzRNGLoop) echo 6000 ;;   # the same
 	*) echo "$execs" ;;
 	esac
 }

@@ -14,6 +14,7 @@ type DeviceType uint16
 const (
 	DeviceNet DeviceType = 1
 	DeviceBlk DeviceType = 2
+	DeviceRNG DeviceType = 4 // entropy source (spec 5.4)
 )
 
 // Interrupt is how a device tells the driver something. The transport owns

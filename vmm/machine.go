@@ -44,6 +44,10 @@ type Config struct {
 	ExecStatus bool
 	// PVPanic adds a pvpanic PCI device (after the virtio devices).
 	PVPanic bool
+	// RNG adds a virtio-rng entropy device (after disks and nets),
+	// giving the guest at most RNGRate bytes per second (0: no limit).
+	RNG     bool
+	RNGRate uint64
 	Disks   []DiskConfig
 	Nets    []NetConfig
 	KVMPath string // default /dev/kvm

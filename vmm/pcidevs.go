@@ -11,6 +11,7 @@ import (
 	"github.com/govm/govm/virtio"
 	virtionet "github.com/govm/govm/virtio/net"
 	virtiopci "github.com/govm/govm/virtio/pci"
+	virtiorng "github.com/govm/govm/virtio/rng"
 )
 
 // DiskConfig is one --disk.
@@ -52,7 +53,8 @@ func (s *pciSlot) close(logf func(format string, args ...any)) {
 }
 
 // setupPCI builds PCI bus 0 and plugs in the virtio devices: disks first,
-// then network devices, one slot and one unshared INTx line each.
+// then network devices, then the entropy device, one slot and one unshared
+// INTx line each.
 func (m *Machine) setupPCI() error {
 	bus, err := pci.NewBus(&m.bus, m.logf)
 	if err != nil {
@@ -92,11 +94,23 @@ func (m *Machine) setupPCI() error {
 		}
 		m.nets = append(m.nets, dev)
 	}
+	if m.cfg.RNG {
+		dev := virtiorng.New(virtiorng.Config{Rate: m.cfg.RNGRate})
+		if err := m.addVirtio(dev, nopCloser{}, "rng"); err != nil {
+			return err
+		}
+	}
 	if m.cfg.PVPanic {
 		return m.addPVPanic()
 	}
 	return nil
 }
+
+// nopCloser is the backend of a device that has none (virtio-rng reads
+// getrandom(2)).
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
 
 // addVirtio wraps dev in the legacy virtio-PCI transport and plugs it into
 // the next free slot, with its notify register on a KVM ioeventfd. It takes

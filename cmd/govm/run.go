@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,7 +27,8 @@ import (
 type runFlags struct {
 	kernel, initrd, params, mem, name string
 	apiSocket, watchdog, pollMax      string
-	watchdogRecover                   bool
+	rngRate                           string
+	watchdogRecover, noRNG            bool
 	cpus                              int
 	noDefaultParams, debugExit, stats bool
 	disks, nets                       []string
@@ -68,6 +70,8 @@ func newRunCmd() *cobra.Command {
 	fl.BoolVar(&f.watchdogRecover, "watchdog-recover", false, "when the watchdog finds a lost kick or interrupt, kick the queue or raise the interrupt again")
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.StringVar(&f.pollMax, "poll-max", defaultPollMax, "longest a virtio device's I/O thread busy-polls its queues before it sleeps, adapting to the guest's pace (like QEMU's poll-max-ns), or 0 for off")
+	fl.BoolVar(&f.noRNG, "no-rng", false, "do not add the virtio-rng entropy device (the guest's /dev/hwrng, fed from the host's getrandom)")
+	fl.StringVar(&f.rngRate, "rng-rate", "0", "most entropy bytes per second the guest gets from virtio-rng, with K/M/G suffix (1M/s), or 0 for no limit")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
 	fl.StringArrayVarP(&f.disks, "disk", "d", nil, "virtio-blk disk image PATH[,ro][,serial=ID][,event-idx=off][,indirect=off] (repeatable)")
 	fl.StringArrayVarP(&f.nets, "net", "n", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC][,event-idx=off][,indirect=off][,mrg-rxbuf=off] or none (repeatable)")
@@ -243,6 +247,10 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 		Stdout:         os.Stdout,
 		Log:            stderr,
 		PVPanic:        !f.smoke.noPVPanic,
+		RNG:            !f.noRNG,
+	}
+	if cfg.RNGRate, err = parseRate(f.rngRate); err != nil {
+		return vmm.Config{}, err
 	}
 	if f.smoke.exec != "" {
 		cfg.Params = strings.TrimSpace(cfg.Params + " " + execParams(f.smoke.exec))
@@ -308,6 +316,23 @@ const defaultPollMax = "256us"
 // maxPollMax bounds --poll-max: a thread spinning longer than this between
 // requests would cost more CPU than any wakeup it saves.
 const maxPollMax = 10 * time.Millisecond
+
+// parseRate parses --rng-rate: bytes per second, a bare number or with a
+// K/M/G suffix (powers of 1024), an optional "/s"; 0 for no limit.
+func parseRate(s string) (uint64, error) {
+	t := strings.TrimSuffix(strings.TrimSpace(s), "/s")
+	if t == "0" {
+		return 0, nil
+	}
+	if v, err := strconv.ParseUint(t, 10, 64); err == nil {
+		return v, nil // bare: bytes
+	}
+	v, err := size.Parse(t)
+	if err != nil || !strings.ContainsAny(strings.ToUpper(t), "KMGT") {
+		return 0, fmt.Errorf("--rng-rate %q: want bytes per second such as 4096, 64K or 1M/s, or 0 for no limit", s)
+	}
+	return v, nil
+}
 
 // parsePollMax parses --poll-max: a duration (0 for off) up to maxPollMax.
 func parsePollMax(s string) (time.Duration, error) {

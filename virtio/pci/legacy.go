@@ -60,6 +60,7 @@ var legacyIdentity = map[virtio.DeviceType]struct {
 }{
 	virtio.DeviceNet: {0x1000, 0x020000, "virtio-net"}, // network, Ethernet
 	virtio.DeviceBlk: {0x1001, 0x010000, "virtio-blk"}, // mass storage, SCSI
+	virtio.DeviceRNG: {0x1005, 0x00ff00, "virtio-rng"}, // unclassified, as QEMU's
 }
 
 // ErrUnsupportedDevice is returned by New for a device the legacy

@@ -30,6 +30,13 @@ for p in /sys/bus/pci/drivers/pvpanic-pci/0000:*; do
 	[ -e "$p" ] && res pvpanic pass "dev=${p##*/}" || res pvpanic fail "dev=none"
 done
 
+# --- entropy: virtio-rng behind /dev/hwrng ----------------------------------
+read -r cur </sys/class/misc/hw_random/rng_current || cur=none
+hx=$(head -c 1024 /dev/hwrng | od -An -v -tx1)
+n=$(echo $hx | wc -w)
+d=$(echo $hx | tr ' ' '\n' | sort -u | wc -l)
+res hwrng pass "current=$cur bytes=$n distinct=$d"
+
 # --- block ------------------------------------------------------------------
 sum=$(md5sum </dev/vda)
 res vda-read pass "md5=${sum%% *}"
