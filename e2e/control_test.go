@@ -15,41 +15,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/internal/netnstest"
+	"github.com/govm/govm/internal/syncbuf"
 )
 
 // consoleVM is a govm running the test kernel's console test (it polls the
 // UART and echoes what it reads) with extra run flags.
 type consoleVM struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *syncbuf.Buffer
 	in             io.WriteCloser
-}
-
-// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func newSyncBuffer() *syncBuffer { return &syncBuffer{} }
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startConsoleVM(t *testing.T, flags ...string) *consoleVM {
@@ -61,7 +41,7 @@ func startConsoleVM(t *testing.T, flags ...string) *consoleVM {
 // and a pipe on stdin.
 func startConsoleVMArgs(t *testing.T, args []string, env ...string) *consoleVM {
 	t.Helper()
-	v := &consoleVM{cmd: exec.Command(govmBin, args...), stdout: newSyncBuffer(), stderr: newSyncBuffer()}
+	v := &consoleVM{cmd: exec.Command(govmBin, args...), stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}}
 	v.cmd.Env = append(os.Environ(), env...)
 	v.cmd.Stdout, v.cmd.Stderr = v.stdout, v.stderr
 	in, err := v.cmd.StdinPipe()

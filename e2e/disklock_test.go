@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/govm/govm/internal/syncbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +34,7 @@ func lockByteHeld(t *testing.T, path string, off int64) bool {
 
 // qemuHolding starts a QEMU (stopped: -S) with img on a legacy virtio-blk
 // disk; it returns a channel closed when QEMU exits, and its stderr.
-func qemuHolding(t *testing.T, img string, ro bool) (<-chan struct{}, *syncBuffer) {
+func qemuHolding(t *testing.T, img string, ro bool) (<-chan struct{}, *syncbuf.Buffer) {
 	t.Helper()
 	drive := "file=" + img + ",format=raw,if=none,id=d0"
 	if ro {
@@ -41,7 +42,7 @@ func qemuHolding(t *testing.T, img string, ro bool) (<-chan struct{}, *syncBuffe
 	}
 	cmd := exec.Command("qemu-system-x86_64", "-S", "-nodefaults", "-display", "none", "-accel", "tcg",
 		"-m", "64M", "-drive", drive, "-device", "virtio-blk-pci,drive=d0,disable-modern=on")
-	stderr := newSyncBuffer()
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("qemu-system-x86_64 (apt-get install qemu-system-x86): %v", err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/internal/netnstest"
+	"github.com/govm/govm/internal/syncbuf"
 )
 
 // testWatchdogT is the watchdog period the tests use: short, so a test
@@ -152,7 +153,7 @@ func TestWatchdogRXStarvation(t *testing.T) {
 	argv := append(govmNetArgv(ns, "test=net-echo net.serve_ms=90000 net.stall_ms=6000 net.rx_bufs=4"),
 		"--watchdog", testWatchdogT, "--api-socket", "none")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	vm := &consoleVM{cmd: cmd, stdout: newSyncBuffer(), stderr: newSyncBuffer()}
+	vm := &consoleVM{cmd: cmd, stdout: &syncbuf.Buffer{}, stderr: &syncbuf.Buffer{}}
 	cmd.Stdout, cmd.Stderr = vm.stdout, vm.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/internal/syncbuf"
 )
 
 // fakeLine records every level the UART drives.
@@ -34,27 +36,9 @@ func (l *fakeLine) get() bool {
 	return l.level
 }
 
-// syncBuf is a goroutine-safe bytes.Buffer for the flush timer.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newTestUART() (*UART, *fakeLine, *syncBuf) {
+func newTestUART() (*UART, *fakeLine, *syncbuf.Buffer) {
 	l := &fakeLine{}
-	out := &syncBuf{}
+	out := &syncbuf.Buffer{}
 	return New(l, out), l, out
 }
 

@@ -4,31 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/govm/govm/internal/syncbuf"
 )
 
-// syncBuf is a destination safe to read while the goroutine writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestWritesInOrder(t *testing.T) {
-	var dst syncBuf
+	var dst syncbuf.Buffer
 	q := New(&dst, 1<<20)
 	var want bytes.Buffer
 	for i := 0; i < 1000; i++ {
@@ -100,11 +83,11 @@ func TestDestinationError(t *testing.T) {
 
 // slow takes at most 10 bytes a write, 50 ms each: a reader that keeps
 // up, slowly.
-type slow struct{ syncBuf }
+type slow struct{ syncbuf.Buffer }
 
 func (s *slow) Write(p []byte) (int, error) {
 	time.Sleep(50 * time.Millisecond)
-	return s.syncBuf.Write(p[:min(len(p), 10)])
+	return s.Buffer.Write(p[:min(len(p), 10)])
 }
 
 // TestCloseWaitsForSlowReader: Close keeps waiting while the destination
