@@ -32,6 +32,10 @@ func TestLinuxVerdicts(t *testing.T) {
 	cases := []verdictCase{
 		{name: "exec status", args: []string{"--exec", "echo L3-EXEC $(uname -s); exit 7"},
 			status: 7, reason: "debug-exit", stdout: "L3-EXEC Linux"},
+		// --console virtio: Linux's console is hvc0 on govm's
+		// virtio-console, and the command's output comes through it.
+		{name: "exec on hvc0", args: []string{"--console", "virtio", "--exec", "echo L3-HVC $(cat /sys/class/tty/console/active); exit 3"},
+			status: 3, reason: "debug-exit", stdout: "L3-HVC hvc0"},
 		{name: "panic via pvpanic", args: cmd("echo L3-PANIC; echo c > /proc/sysrq-trigger"),
 			status: statusPanic, reason: "panic", stdout: "L3-PANIC",
 			check: func(t *testing.T, v verdictJSON, p *guestrun.Proc) {

@@ -12,9 +12,10 @@ type DeviceType uint16
 
 // Device types govm implements.
 const (
-	DeviceNet DeviceType = 1
-	DeviceBlk DeviceType = 2
-	DeviceRNG DeviceType = 4 // entropy source (spec 5.4)
+	DeviceNet     DeviceType = 1
+	DeviceBlk     DeviceType = 2
+	DeviceConsole DeviceType = 3 // console (spec 5.3)
+	DeviceRNG     DeviceType = 4 // entropy source (spec 5.4)
 )
 
 // Interrupt is how a device tells the driver something. The transport owns

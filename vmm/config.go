@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"os"
+	"strings"
 
 	"github.com/govm/govm/arch/x86/mptable"
 	virtioblk "github.com/govm/govm/virtio/blk"
@@ -84,3 +85,12 @@ func (d DiskConfig) blkConfig() virtioblk.Config {
 // devices govm does not have.
 const KernelParams = "console=ttyS0 earlyprintk=serial,ttyS0,115200 reboot=k panic=1 pci=conf1 acpi=off " +
 	"i8042.direct=1 i8042.dumbkbd=1 i8042.nopnp=1 i8042.noaux=1"
+
+// VirtioConsoleParams is params with the console on the virtio-console
+// (hvc0) instead of COM1: earlyprintk stays on the serial port, so the
+// messages before the virtio driver binds still show, and Linux does not
+// print them twice (a boot console's messages are not replayed on the
+// real console that replaces it).
+func VirtioConsoleParams(params string) string {
+	return strings.Replace(params, "console=ttyS0", "console=hvc0", 1)
+}

@@ -6,8 +6,8 @@ import (
 	"github.com/govm/govm/hw/serial"
 )
 
-func startConsole(in *os.File, uart *serial.UART, quit func()) (func(), error) {
-	return serial.StartConsole(in, uart, quit)
+func startConsole(in *os.File, dst serial.Inputter, quit func()) (func(), error) {
+	return serial.StartConsole(in, dst, quit)
 }
 
 func (m *Machine) flushConsole() {

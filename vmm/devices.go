@@ -58,7 +58,11 @@ func (m *Machine) setupDevices() error {
 		return err
 	}
 	if m.cfg.Stdin != nil {
-		restore, err := startConsole(m.cfg.Stdin, m.uart, func() {
+		var in serial.Inputter = m.uart
+		if m.vcons != nil {
+			in = m.vcons // --console virtio: the guest reads hvc0
+		}
+		restore, err := startConsole(m.cfg.Stdin, in, func() {
 			m.Stop(Result{Status: 0, Kind: ExitSignal, Reason: "console: Ctrl-A x"})
 		})
 		if err != nil {

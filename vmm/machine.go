@@ -21,6 +21,7 @@ import (
 	"github.com/govm/govm/kvm"
 	"github.com/govm/govm/pci"
 	virtioblk "github.com/govm/govm/virtio/blk"
+	virtioconsole "github.com/govm/govm/virtio/console"
 	virtionet "github.com/govm/govm/virtio/net"
 	virtiopci "github.com/govm/govm/virtio/pci"
 )
@@ -44,6 +45,10 @@ type Config struct {
 	ExecStatus bool
 	// PVPanic adds a pvpanic PCI device (after the virtio devices).
 	PVPanic bool
+	// VirtioConsole adds a virtio-console device (after disks and nets):
+	// the guest's output on it goes to Stdout, and Stdin goes to it
+	// instead of the UART.
+	VirtioConsole bool
 	// RNG adds a virtio-rng entropy device (after disks and nets),
 	// giving the guest at most RNGRate bytes per second (0: no limit).
 	RNG     bool
@@ -89,6 +94,7 @@ type Machine struct {
 	bus   iobus.Bus
 	boot  *bootInfo
 	uart  *serial.UART
+	vcons *virtioconsole.Device // --console virtio, or nil
 	pci   *pci.Bus
 	slots []pciSlot
 	nets  []*virtionet.Device

@@ -9,6 +9,7 @@ import (
 	"github.com/govm/govm/pci"
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
+	virtioconsole "github.com/govm/govm/virtio/console"
 	virtionet "github.com/govm/govm/virtio/net"
 	virtiopci "github.com/govm/govm/virtio/pci"
 	virtiorng "github.com/govm/govm/virtio/rng"
@@ -53,7 +54,7 @@ func (s *pciSlot) close(logf func(format string, args ...any)) {
 }
 
 // setupPCI builds PCI bus 0 and plugs in the virtio devices: disks first,
-// then network devices, then the entropy device, one slot and one unshared
+// then network devices, then the console and entropy devices, one slot and one unshared
 // INTx line each.
 func (m *Machine) setupPCI() error {
 	bus, err := pci.NewBus(&m.bus, m.logf)
@@ -93,6 +94,16 @@ func (m *Machine) setupPCI() error {
 			return err
 		}
 		m.nets = append(m.nets, dev)
+	}
+	if m.cfg.VirtioConsole {
+		dev, err := virtioconsole.New(m.cfg.Stdout)
+		if err != nil {
+			return fmt.Errorf("vmm: console: %w", err)
+		}
+		if err := m.addVirtio(dev, dev, "console"); err != nil {
+			return err
+		}
+		m.vcons = dev
 	}
 	if m.cfg.RNG {
 		dev := virtiorng.New(virtiorng.Config{Rate: m.cfg.RNGRate})

@@ -27,7 +27,7 @@ import (
 type runFlags struct {
 	kernel, initrd, params, mem, name string
 	apiSocket, watchdog, pollMax      string
-	rngRate                           string
+	rngRate, console                  string
 	watchdogRecover, noRNG            bool
 	cpus                              int
 	noDefaultParams, debugExit, stats bool
@@ -70,6 +70,7 @@ func newRunCmd() *cobra.Command {
 	fl.BoolVar(&f.watchdogRecover, "watchdog-recover", false, "when the watchdog finds a lost kick or interrupt, kick the queue or raise the interrupt again")
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.StringVar(&f.pollMax, "poll-max", defaultPollMax, "longest a virtio device's I/O thread busy-polls its queues before it sleeps, adapting to the guest's pace (like QEMU's poll-max-ns), or 0 for off")
+	fl.StringVar(&f.console, "console", "serial", "the guest's console: serial (COM1, ttyS0, from the first line) or virtio (a virtio-console, hvc0: a buffer per exit, not a byte; early boot messages still go to the serial port)")
 	fl.BoolVar(&f.noRNG, "no-rng", false, "do not add the virtio-rng entropy device (the guest's /dev/hwrng, fed from the host's getrandom)")
 	fl.StringVar(&f.rngRate, "rng-rate", "0", "most entropy bytes per second the guest gets from virtio-rng, with K/M/G suffix (1M/s), or 0 for no limit")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
@@ -273,8 +274,18 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 	if cfg.Faults, err = parseFaults(os.Getenv("GOVM_FAULTS")); err != nil {
 		return vmm.Config{}, err
 	}
+	switch f.console {
+	case "serial":
+	case "virtio":
+		cfg.VirtioConsole = true
+	default:
+		return vmm.Config{}, fmt.Errorf("--console %q: want serial or virtio", f.console)
+	}
 	if !f.noDefaultParams {
 		cfg.DefaultParams = vmm.KernelParams
+		if cfg.VirtioConsole {
+			cfg.DefaultParams = vmm.VirtioConsoleParams(cfg.DefaultParams)
+		}
 		cfg.HostParams = true
 	}
 	for _, d := range f.disks {

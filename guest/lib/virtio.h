@@ -19,6 +19,7 @@
 /* Device types (subsystem device ID), virtio spec 5. */
 #define VIRTIO_ID_NET 1
 #define VIRTIO_ID_BLOCK 2
+#define VIRTIO_ID_CONSOLE 3
 #define VIRTIO_ID_RNG 4
 
 /* Legacy register block in BAR0 (spec 4.1.4.8), no MSI-X. */

@@ -20,7 +20,14 @@ const (
 	consoleChunk = 4096
 )
 
-// StartConsole connects in (the user's stdin) to uart for `govm run`.
+// Inputter is where StartConsole delivers the user's input: the UART, or
+// another console device (virtio-console). Input blocks until every byte
+// of b is queued and returns fewer only once the device is closed.
+type Inputter interface {
+	Input(b []byte) int
+}
+
+// StartConsole connects in (the user's stdin) to dst for `govm run`.
 //
 // When in is a terminal its input is switched to raw mode (output
 // post-processing stays on, see makeRaw), so keys such as Ctrl-C
@@ -29,15 +36,15 @@ const (
 // passed through untouched and end of input simply stops the copy.
 //
 // No byte is dropped: a reader goroutine filters escapes and queues the
-// data, a feeder goroutine hands it to uart.Input, which blocks until the
+// data, a feeder goroutine hands it to dst.Input, which blocks until the
 // guest makes room.
 //
 // The returned restore puts the terminal back as it was; it is idempotent
 // and safe to call from a signal handler goroutine and at exit. It does not
 // stop the reader goroutine (a blocking read on stdin cannot be cancelled);
 // after restore the reader forwards nothing more.
-func StartConsole(in *os.File, uart *UART, quit func()) (restore func(), err error) {
-	c := &console{uart: uart, quit: quit, in: in, queue: make(chan []byte, consoleQueue)}
+func StartConsole(in *os.File, dst Inputter, quit func()) (restore func(), err error) {
+	c := &console{dst: dst, quit: quit, in: in, queue: make(chan []byte, consoleQueue)}
 	fd := int(in.Fd())
 	if term.IsTerminal(fd) {
 		restoreTerm, err := makeRaw(fd)
@@ -53,7 +60,7 @@ func StartConsole(in *os.File, uart *UART, quit func()) (restore func(), err err
 }
 
 type console struct {
-	uart    *UART
+	dst     Inputter
 	quit    func()
 	in      io.Reader
 	queue   chan []byte
@@ -115,11 +122,11 @@ func (c *console) read() {
 	}
 }
 
-// feed hands queued input to the UART, blocking while its FIFO is full.
+// feed hands queued input to the device, blocking while it is full.
 func (c *console) feed() {
 	for data := range c.queue {
-		if c.uart.Input(data) < len(data) {
-			return // UART closed: the VM is going away
+		if c.dst.Input(data) < len(data) {
+			return // device closed: the VM is going away
 		}
 	}
 }

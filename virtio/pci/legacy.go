@@ -58,9 +58,10 @@ var legacyIdentity = map[virtio.DeviceType]struct {
 	class uint32
 	name  string
 }{
-	virtio.DeviceNet: {0x1000, 0x020000, "virtio-net"}, // network, Ethernet
-	virtio.DeviceBlk: {0x1001, 0x010000, "virtio-blk"}, // mass storage, SCSI
-	virtio.DeviceRNG: {0x1005, 0x00ff00, "virtio-rng"}, // unclassified, as QEMU's
+	virtio.DeviceNet:     {0x1000, 0x020000, "virtio-net"},     // network, Ethernet
+	virtio.DeviceBlk:     {0x1001, 0x010000, "virtio-blk"},     // mass storage, SCSI
+	virtio.DeviceConsole: {0x1003, 0x078000, "virtio-console"}, // simple communication, other
+	virtio.DeviceRNG:     {0x1005, 0x00ff00, "virtio-rng"},     // unclassified, as QEMU's
 }
 
 // ErrUnsupportedDevice is returned by New for a device the legacy
