@@ -117,15 +117,19 @@ func SlotIOBase(slot uint8) uint16 {
 	return IOWindowBase + uint16(slot)*IOWindowStride
 }
 
-// slotIRQs are the IRQs suggested for slots 1-4: ISA lines nothing else on
-// the platform uses (0 timer, 1 i8042, 2 cascade, 3/4 COM, 6 floppy, 7 LPT,
-// 8 RTC, 12 mouse, 13 FPU, 14/15 IDE are taken or conventional), so each
-// device has a line of its own that works through the PIC as well as the
-// IOAPIC. 10 and 11 are also QEMU's PCI link IRQs.
-var slotIRQs = [...]uint8{10, 11, 5, 9}
+// slotIRQs are the IRQs suggested for slots 1-12. The first four are ISA
+// lines nothing else on the platform uses (0 timer, 1 i8042, 2 cascade, 3/4
+// COM, 6 floppy, 7 LPT, 8 RTC, 12 mouse, 13 FPU, 14/15 IDE are taken or
+// conventional), so those devices have a line that works through the PIC
+// as well as the IOAPIC; 10 and 11 are also QEMU's PCI link IRQs. The rest
+// are the IOAPIC's pins 16-23, which only it has (KVM's default routing
+// maps GSI n to pin n, and the MP table tells the guest): a guest using the
+// PIC alone cannot take their interrupts, and drives those devices by
+// polling, as the test kernel does.
+var slotIRQs = [...]uint8{10, 11, 5, 9, 16, 17, 18, 19, 20, 21, 22, 23}
 
-// SlotIRQ suggests the IRQ (IOAPIC pin = PIC line) for INTA# of the device
-// in slot 1-4, and false for other slots. Lines are not shared on purpose:
+// SlotIRQ suggests the IRQ (IOAPIC pin, and PIC line below 16) for INTA#
+// of the device in slot 1-12, and false for other slots. Lines are not shared on purpose:
 // each device drives its line with KVM_IRQ_LINE from one user-space source,
 // and two devices on one line would lower each other's interrupt.
 func SlotIRQ(slot uint8) (uint8, bool) {

@@ -371,16 +371,20 @@ func TestSlotIRQ(t *testing.T) {
 	seen := map[uint8]bool{}
 	for slot := uint8(0); slot < NumSlots; slot++ {
 		irq, ok := SlotIRQ(slot)
-		if ok != (slot >= 1 && slot <= 4) {
+		if ok != (slot >= 1 && slot <= 12) {
 			t.Fatalf("slot %d: ok %v", slot, ok)
 		}
 		if !ok {
 			continue
 		}
-		// Never a line the platform uses (timer, i8042, cascade, COM1/2, RTC).
+		// Never a line the platform uses (timer, i8042, cascade, COM1/2,
+		// RTC), never past the IOAPIC's 24 pins, and PIC lines first.
 		switch irq {
 		case 0, 1, 2, 3, 4, 8, 12, 13, 14, 15:
 			t.Fatalf("slot %d gets reserved IRQ %d", slot, irq)
+		}
+		if irq > 23 || (slot <= 4) != (irq < 16) {
+			t.Fatalf("slot %d gets IRQ %d", slot, irq)
 		}
 		if seen[irq] {
 			t.Fatalf("IRQ %d shared", irq)
