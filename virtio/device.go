@@ -16,6 +16,7 @@ const (
 	DeviceBlk     DeviceType = 2
 	DeviceConsole DeviceType = 3 // console (spec 5.3)
 	DeviceRNG     DeviceType = 4 // entropy source (spec 5.4)
+	Device9P      DeviceType = 9 // 9P transport (the 9P device, spec 5 device IDs)
 )
 
 // Interrupt is how a device tells the driver something. The transport owns

@@ -62,6 +62,7 @@ var legacyIdentity = map[virtio.DeviceType]struct {
 	virtio.DeviceBlk:     {0x1001, 0x010000, "virtio-blk"},     // mass storage, SCSI
 	virtio.DeviceConsole: {0x1003, 0x078000, "virtio-console"}, // simple communication, other
 	virtio.DeviceRNG:     {0x1005, 0x00ff00, "virtio-rng"},     // unclassified, as QEMU's
+	virtio.Device9P:      {0x1009, 0x018000, "virtio-9p"},      // mass storage, other (QEMU's class)
 }
 
 // ErrUnsupportedDevice is returned by New for a device the legacy

@@ -1,0 +1,203 @@
+// Package virtio9p is the 9P transport device (virtio device ID 9, as
+// QEMU's virtio-9p and Linux's net/9p/trans_virtio.c define it): one
+// request queue whose chains each carry a 9P2000.L T-message (the
+// device-readable part) and room for its R-message (the device-writable
+// part), and a mount tag in config space. The messages are served by
+// hugelgupf/p9's server over a share (internal/sharefs), through an
+// in-process connection: this package only moves and checks messages.
+package virtio9p
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/govm/govm/virtio"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// FeatureMountTag is VIRTIO_9P_MOUNT_TAG: config space holds the tag.
+const FeatureMountTag = 0
+
+// QueueSize is the request queue's size (Linux's VIRTQUEUE_NUM).
+const QueueSize = 128
+
+// MaxTag is the longest mount tag (Linux reads tag_len bytes; QEMU caps it
+// at 255 and Linux's mount uses it as the device name).
+const MaxTag = 255
+
+// maxMessage bounds a T-message the device reads: Linux's virtio transport
+// caps msize at (VIRTQUEUE_NUM - 3) pages, 500 KiB; a larger size field is
+// a broken driver, not a bigger buffer to allocate.
+const maxMessage = 1 << 20
+
+// ErrBadRequest: a chain that does not hold one well-formed message, or
+// has no room for the answer.
+var ErrBadRequest = errors.New("virtio9p: malformed request")
+
+// Device is a virtio-9p device serving one share under a mount tag.
+type Device struct {
+	tag    string
+	attach p9.Attacher
+	io     virtio.Worker
+
+	mu       sync.Mutex
+	requests uint64
+	bytesIn  uint64 // T-message bytes
+	bytesOut uint64 // R-message bytes
+}
+
+var _ virtio.Device = (*Device)(nil)
+
+// New returns a device serving attach under tag.
+func New(tag string, attach p9.Attacher) (*Device, error) {
+	if tag == "" || len(tag) > MaxTag {
+		return nil, fmt.Errorf("virtio9p: mount tag %q: want 1 to %d bytes", tag, MaxTag)
+	}
+	return &Device{tag: tag, attach: attach}, nil
+}
+
+// Type is virtio.Device9P.
+func (d *Device) Type() virtio.DeviceType { return virtio.Device9P }
+
+// Features: the mount tag and the ring features.
+func (d *Device) Features() uint64 { return virtio.Bit(FeatureMountTag) | virtio.RingFeatures }
+
+// QueueMaxSizes is the one request queue.
+func (d *Device) QueueMaxSizes() []uint16 { return []uint16{QueueSize} }
+
+// ConfigSize is struct virtio_9p_config: le16 tag_len, then the tag.
+func (d *Device) ConfigSize() int { return 2 + len(d.tag) }
+
+// ReadConfig reads the config space; bytes past it read as zero.
+func (d *Device) ReadConfig(off uint64, data []byte) {
+	cfg := binary.LittleEndian.AppendUint16(nil, uint16(len(d.tag)))
+	cfg = append(cfg, d.tag...)
+	clear(data)
+	if off < uint64(len(cfg)) {
+		copy(data, cfg[off:])
+	}
+}
+
+// WriteConfig ignores writes: the tag is the host's.
+func (d *Device) WriteConfig(off uint64, data []byte) {}
+
+// Activate starts the I/O goroutine and a fresh 9P connection to the
+// server (a driver's reset forgets its fids, as a new connection does).
+func (d *Device) Activate(a virtio.Activation) error {
+	if len(a.Queues) != 1 || len(a.Bells) != 1 || a.Mem == nil || a.Intr == nil {
+		return fmt.Errorf("virtio9p: activation with %d queues, want 1", len(a.Queues))
+	}
+	return d.io.Start(a.Bells[:1], func(stop <-chan struct{}) {
+		dev, srv := net.Pipe()
+		go p9.NewServer(d.attach).Handle(srv, srv) // ends when dev closes
+		// A request waits for its answer in handle; Reset closes the
+		// connection so that wait ends.
+		go func() { <-stop; dev.Close() }()
+		defer dev.Close()
+		s := &server{dev: d, conn: dev, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0], Bell: a.Bells[0],
+			Intr: a.Intr, Stop: stop, Member: a.Member}}
+		l := virtio.Loop{Stop: stop, Member: a.Member,
+			Sources: []*virtio.Source{{Server: &s.srv, Handle: s.handle, Prompts: true}}}
+		l.Run()
+	})
+}
+
+// Reset stops the I/O goroutine and waits for it (spec 2.4).
+func (d *Device) Reset() { d.io.Stop() }
+
+// Stats are the device's message counts.
+type Stats struct {
+	Requests uint64 `json:"requests"`
+	BytesIn  uint64 `json:"bytes_in"`
+	BytesOut uint64 `json:"bytes_out"`
+}
+
+// Stats returns the counts since New.
+func (d *Device) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return Stats{Requests: d.requests, BytesIn: d.bytesIn, BytesOut: d.bytesOut}
+}
+
+var _ virtio.QueueReporter = (*Device)(nil)
+
+// QueueName is "requests".
+func (d *Device) QueueName(int) string { return "requests" }
+
+// QueueTraffic is the 9P bytes both ways.
+func (d *Device) QueueTraffic(int) (uint64, map[string]uint64, bool) {
+	s := d.Stats()
+	return s.BytesIn + s.BytesOut, nil, true
+}
+
+// server is the I/O goroutine's state.
+type server struct {
+	dev  *Device
+	conn net.Conn
+	srv  virtio.Server
+	buf  []byte
+}
+
+// handle serves one chain: it reads the T-message, hands it to the 9P
+// server, waits for the R-message and writes it into the chain's writable
+// part, in order across its buffers (Linux puts the answer's header in the
+// first and, for zero-copy reads, the data in the user's pages after it).
+// One request at a time, so answers come in order.
+func (s *server) handle(c *virtio.Chain) (uint32, error) {
+	bad := func(format string, a ...any) error {
+		return &virtio.GuestError{Queue: 0, Head: c.Head, HeadValid: true,
+			Err: fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, a...)...)}
+	}
+	var hdr [7]byte
+	r := c.Reader()
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, bad("%d readable bytes, shorter than a 9P header", c.ReadableLen())
+	}
+	size := binary.LittleEndian.Uint32(hdr[:])
+	if size < 7 || uint64(size) > c.ReadableLen() || size > maxMessage {
+		return 0, bad("message size %d with %d readable bytes", size, c.ReadableLen())
+	}
+	if cap(s.buf) < int(size) {
+		s.buf = make([]byte, size)
+	}
+	msg := s.buf[:size]
+	copy(msg, hdr[:])
+	if _, err := io.ReadFull(r, msg[7:]); err != nil {
+		return 0, bad("message body: %v", err)
+	}
+	if _, err := s.conn.Write(msg); err != nil {
+		return 0, fmt.Errorf("virtio9p: to the 9P server: %w", err)
+	}
+	// The answer: size, then the rest.
+	if _, err := io.ReadFull(s.conn, hdr[:]); err != nil {
+		return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
+	}
+	rsize := binary.LittleEndian.Uint32(hdr[:])
+	if rsize < 7 || rsize > maxMessage+7 {
+		return 0, fmt.Errorf("virtio9p: the 9P server answered %d bytes", rsize)
+	}
+	if cap(s.buf) < int(rsize) {
+		s.buf = make([]byte, rsize)
+	}
+	resp := s.buf[:rsize]
+	copy(resp, hdr[:])
+	if _, err := io.ReadFull(s.conn, resp[7:]); err != nil {
+		return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
+	}
+	if uint64(rsize) > c.WritableLen() {
+		return 0, bad("an answer of %d bytes and %d writable", rsize, c.WritableLen())
+	}
+	if _, err := c.Writer().Write(resp); err != nil {
+		return 0, fmt.Errorf("virtio9p: %w", err)
+	}
+	s.dev.mu.Lock()
+	s.dev.requests++
+	s.dev.bytesIn += uint64(size)
+	s.dev.bytesOut += uint64(rsize)
+	s.dev.mu.Unlock()
+	return rsize, nil
+}

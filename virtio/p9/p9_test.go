@@ -1,0 +1,217 @@
+package virtio9p
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/govm/govm/internal/sharefs"
+	"github.com/govm/govm/virtio"
+	"github.com/govm/govm/virtio/virtiotest"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// ringConn is a 9P client's connection through the device: each message
+// the client writes (in as many writes as it likes) becomes a chain, the
+// message readable and msize bytes writable, as Linux's trans_virtio posts
+// them; the answers the device uses are what the client reads.
+type ringConn struct {
+	t     *testing.T
+	d     *virtiotest.Driver
+	msize int
+
+	mu      sync.Mutex
+	out     []byte // a message being written
+	pending bytes.Buffer
+	posted  uint16
+	closed  chan struct{}
+	wake    chan struct{}
+}
+
+func (c *ringConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.out = append(c.out, p...)
+	if len(c.out) < 4 || len(c.out) < int(binary.LittleEndian.Uint32(c.out)) {
+		c.mu.Unlock()
+		return len(p), nil
+	}
+	c.d.AddChain([][]byte{c.out}, []int{c.msize})
+	c.out = nil
+	c.posted++
+	want := c.posted
+	c.d.KickIfNeeded()
+	c.mu.Unlock()
+	go func() {
+		if !c.d.WaitUsedIdx(want, 10*time.Second) {
+			return
+		}
+		c.mu.Lock()
+		for _, u := range c.d.Collect() {
+			c.pending.Write(u.In[0][:u.Len])
+		}
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}()
+	return len(p), nil
+}
+
+func (c *ringConn) Read(p []byte) (int, error) {
+	for {
+		c.mu.Lock()
+		if c.pending.Len() > 0 {
+			n, _ := c.pending.Read(p)
+			c.mu.Unlock()
+			return n, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-c.closed:
+			return 0, io.EOF
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (c *ringConn) Close() error {
+	select {
+	case <-c.closed:
+	default:
+		close(c.closed)
+	}
+	return nil
+}
+
+// start serves a fresh share (hello.txt "hi") through a device on a
+// virtiotest ring and returns the device, the share's directory and the
+// driver.
+func start(t *testing.T, ro bool) (*Device, string, *virtiotest.Driver, *virtiotest.RecordingInterrupt) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh, err := sharefs.New(sharefs.Config{Root: dir, ReadOnly: ro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Close() })
+	d, err := New("share", sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := virtiotest.New(t, 4<<20, QueueSize)
+	intr := virtiotest.NewRecordingInterrupt()
+	if err := d.Activate(virtiotest.Activation(intr, virtio.Bit(FeatureMountTag)|1<<virtio.FeatureRingEventIdx, drv)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Reset)
+	return d, dir, drv, intr
+}
+
+// TestThroughTheRing: hugelgupf/p9's 9P2000.L client, its messages carried
+// by the device's ring as Linux's trans_virtio carries them, reads a host
+// file and writes one the host then reads.
+func TestThroughTheRing(t *testing.T) {
+	d, dir, drv, _ := start(t, false)
+	conn := &ringConn{t: t, d: drv, msize: 64 << 10, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	c, err := p9.NewClient(conn, p9.WithMessageSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r, err := c.Attach("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hello, err := r.Walk([]string{"hello.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := hello.Open(p9.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if n, err := hello.ReadAt(buf, 0); string(buf[:n]) != "hi" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	_, dd, _ := r.Walk(nil)
+	nf, _, _, err := dd.Create("out.txt", p9.ReadWrite, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nf.WriteAt([]byte("via virtio"), 0); err != nil {
+		t.Fatal(err)
+	}
+	nf.Close()
+	if b, _ := os.ReadFile(filepath.Join(dir, "out.txt")); string(b) != "via virtio" {
+		t.Fatalf("host reads %q", b)
+	}
+	if s := d.Stats(); s.Requests < 6 || s.BytesIn == 0 || s.BytesOut == 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestConfigTag: config space is le16 tag_len, then the tag (spec of the
+// 9P device; Linux's p9_virtio_probe reads both after checking the
+// feature); a bad tag is refused.
+func TestConfigTag(t *testing.T) {
+	d, _, _, _ := start(t, true)
+	buf := make([]byte, 2+len("share")+2)
+	d.ReadConfig(0, buf)
+	if binary.LittleEndian.Uint16(buf) != 5 || string(buf[2:7]) != "share" || buf[7] != 0 {
+		t.Fatalf("config %q", buf)
+	}
+	if d.Features()&virtio.Bit(FeatureMountTag) == 0 || d.ConfigSize() != 7 {
+		t.Fatalf("features %#x config size %d", d.Features(), d.ConfigSize())
+	}
+	for _, tag := range []string{"", string(make([]byte, MaxTag+1))} {
+		if _, err := New(tag, nil); err == nil {
+			t.Errorf("New(%d-byte tag) accepted", len(tag))
+		}
+	}
+}
+
+// TestBadChains: a chain without a whole 9P header, one whose size field
+// claims more than it holds, and one without room for the answer are guest
+// errors (NEEDS_RESET); the 9P server never sees a broken frame.
+func TestBadChains(t *testing.T) {
+	version := func(size uint32) []byte {
+		m := binary.LittleEndian.AppendUint32(nil, size)
+		m = append(m, 100, 0xff, 0xff)
+		m = binary.LittleEndian.AppendUint32(m, 8192)
+		return append(m, 8, 0, '9', 'P', '2', '0', '0', '0', '.', 'L')
+	}
+	for _, tc := range []struct {
+		name string
+		out  [][]byte
+		in   []int
+	}{
+		{"short header", [][]byte{{1, 2, 3}}, []int{64}},
+		{"size beyond the chain", [][]byte{version(4096)}, []int{64}},
+		{"size below a header", [][]byte{version(3)}, []int{64}},
+		{"no room for the answer", [][]byte{version(21)}, []int{4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, drv, intr := start(t, true)
+			drv.AddChain(tc.out, tc.in)
+			drv.Kick()
+			if !intr.WaitFor(5*time.Second, func() bool { return len(intr.Errors()) > 0 }) {
+				t.Fatal("no device error")
+			}
+			var ge *virtio.GuestError
+			if err := intr.Errors()[0]; !errors.As(err, &ge) || !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("device error %v, want a GuestError wrapping ErrBadRequest", err)
+			}
+		})
+	}
+}
