@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/govm/govm/internal/guestrun"
+	"github.com/govm/govm/sandbox/probe"
 )
 
 // seccompField returns the Seccomp: line of /proc/PID/status.
@@ -116,5 +118,29 @@ func TestSeccompRefuses(t *testing.T) {
 	}
 	if out, code = run("bogus", "getpriority"); code != 2 || !strings.Contains(out, "--seccomp") {
 		t.Fatalf("bad --seccomp value: exit %d:\n%s", code, out)
+	}
+}
+
+// TestShareSandbox: with --share the filter must allow the name operations
+// a 9P server makes (unlinkat among them), which it cannot judge by path;
+// Landlock then keeps govm inside the shares. The unlink probe, refused by
+// the filter without shares (TestSeccompRefuses), now reaches the kernel
+// and is refused there, and the file outside the shares stays.
+func TestShareSandbox(t *testing.T) {
+	needKVM(t)
+	victim := filepath.Join(os.TempDir(), probe.Created)
+	if err := os.WriteFile(victim, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(victim)
+	cmd := exec.Command(govmBin, "run", "--kernel", testKernel, "--no-default-params", "--debug-exit",
+		"-p", "test=boot", "--share", t.TempDir(), "--name", uniqueName(t))
+	cmd.Env = append(os.Environ(), "GOVM_TEST_SECCOMP_PROBE=unlink")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), "govm: seccomp probe unlink: permission denied") {
+		t.Fatalf("the unlink probe with a share: exit %d, want 1 with EACCES from Landlock:\n%s", code, out)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the file outside the share was removed: %v", err)
 	}
 }

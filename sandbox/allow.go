@@ -50,7 +50,21 @@ type Params struct {
 	// only place unlinkat may remove from (the socket, at exit) and
 	// newfstatat may look (to check it is still ours); -1 without.
 	SocketDir int
+	// ShareRoots are the --share directories' root descriptors
+	// (internal/sharefs): with any, the calls a 9P server makes on their
+	// trees are allowed, and openat2 only beneath these roots (sharefs
+	// resolves every path from a root, with RESOLVE_BENEATH and no
+	// symlinks). Without shares none of those calls is allowed.
+	ShareRoots []int
 }
+
+// shareCalls are the calls internal/sharefs makes on descriptors it opened
+// beneath a share's root (a directory for the name operations, a file for
+// I/O and attributes). They name at most one path component, resolved
+// beneath that descriptor.
+var shareCalls = []string{"mkdirat", "symlinkat", "linkat", "renameat", "renameat2", "unlinkat",
+	"readlinkat", "newfstatat", "getdents64", "lseek", "fchmod", "fchown", "ftruncate",
+	"utimensat", "fstatfs"}
 
 // ioctls are the requests a running VM makes: KVM's (kvm.RunningIoctls),
 // the tap's offload settings when a driver activates virtio-net, and the
@@ -96,7 +110,12 @@ func conditioned(p Params) []seccomp.NameWithConditions {
 	if p.Listener >= 0 {
 		out = append(out, seccomp.NameWithConditions{Name: "accept4", Conditions: eq(0, uint64(p.Listener))})
 	}
-	if p.SocketDir >= 0 {
+	for _, fd := range p.ShareRoots {
+		out = append(out, seccomp.NameWithConditions{Name: "openat2", Conditions: eq(0, uint64(fd))})
+	}
+	if len(p.ShareRoots) == 0 && p.SocketDir >= 0 {
+		// (With shares, unlinkat and newfstatat are allowed outright:
+		// shareCalls.)
 		out = append(out,
 			seccomp.NameWithConditions{Name: "newfstatat", Conditions: eq(0, uint64(p.SocketDir))},
 			seccomp.NameWithConditions{Name: "unlinkat", Conditions: seccomp.ArgumentConditions{
@@ -107,13 +126,23 @@ func conditioned(p Params) []seccomp.NameWithConditions {
 	return out
 }
 
+// names are the calls allowed whatever their arguments: the allow-list,
+// and with shares the 9P server's (shareCalls).
+func names(p Params) []string {
+	var out []string
+	for _, g := range allowed {
+		out = append(out, g...)
+	}
+	if len(p.ShareRoots) > 0 {
+		out = append(out, shareCalls...)
+	}
+	return out
+}
+
 // AllowListSize returns how many system calls the filter allows, each
 // counted once whatever its conditions.
 func AllowListSize(p Params) int {
-	n := 0
-	for _, g := range allowed {
-		n += len(g)
-	}
+	n := len(names(p))
 	seen := map[string]bool{}
 	for _, c := range conditioned(p) {
 		if !seen[c.Name] {

@@ -84,10 +84,6 @@ func Filter(m Mode, p Params) seccomp.Filter {
 	if m == Audit {
 		def = seccomp.ActionLog
 	}
-	var names []string
-	for _, g := range allowed {
-		names = append(names, g...)
-	}
 	return seccomp.Filter{
 		NoNewPrivs: true,
 		Flag:       seccomp.FilterFlagTSync,
@@ -95,7 +91,7 @@ func Filter(m Mode, p Params) seccomp.Filter {
 			DefaultAction: def,
 			Syscalls: []seccomp.SyscallGroup{{
 				Action:             seccomp.ActionAllow,
-				Names:              names,
+				Names:              names(p),
 				NamesWithCondtions: conditioned(p),
 			}, {
 				// Opening a path fails, but does not kill: govm opens

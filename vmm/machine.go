@@ -54,6 +54,8 @@ type Config struct {
 	RNG     bool
 	RNGRate uint64
 	Disks   []DiskConfig
+	// Shares are host directories served over virtio-9p.
+	Shares  []ShareConfig
 	Nets    []NetConfig
 	KVMPath string // default /dev/kvm
 	// KernelCacheDir keeps decompressed kernels between runs ("" = off);
@@ -95,11 +97,14 @@ type Machine struct {
 	boot  *bootInfo
 	uart  *serial.UART
 	vcons *virtioconsole.Device // --console virtio, or nil
-	pci   *pci.Bus
-	slots []pciSlot
-	nets  []*virtionet.Device
-	panic *pvpanic.Device
-	disks []*virtioblk.Device
+	// shareRoots are the shares' root descriptors, the only directories
+	// the sandbox lets openat2 resolve beneath.
+	shareRoots []int
+	pci        *pci.Bus
+	slots      []pciSlot
+	nets       []*virtionet.Device
+	panic      *pvpanic.Device
+	disks      []*virtioblk.Device
 
 	emulationOnly bool
 	emulationWhy  string

@@ -5,15 +5,24 @@ import (
 	"io"
 
 	"github.com/govm/govm/arch/x86/mptable"
+	"github.com/govm/govm/internal/sharefs"
 	"github.com/govm/govm/irq"
 	"github.com/govm/govm/pci"
 	"github.com/govm/govm/tap"
 	"github.com/govm/govm/virtio"
 	virtioconsole "github.com/govm/govm/virtio/console"
 	virtionet "github.com/govm/govm/virtio/net"
+	virtio9p "github.com/govm/govm/virtio/p9"
 	virtiopci "github.com/govm/govm/virtio/pci"
 	virtiorng "github.com/govm/govm/virtio/rng"
 )
+
+// ShareConfig is one --share.
+type ShareConfig struct {
+	Path     string
+	Tag      string
+	ReadOnly bool
+}
 
 // DiskConfig is one --disk.
 type DiskConfig struct {
@@ -54,7 +63,7 @@ func (s *pciSlot) close(logf func(format string, args ...any)) {
 }
 
 // setupPCI builds PCI bus 0 and plugs in the virtio devices: disks first,
-// then network devices, then the console and entropy devices, one slot and one unshared
+// then network devices, shares, then the console and entropy devices, one slot and one unshared
 // INTx line each.
 func (m *Machine) setupPCI() error {
 	bus, err := pci.NewBus(&m.bus, m.logf)
@@ -95,6 +104,22 @@ func (m *Machine) setupPCI() error {
 		}
 		m.nets = append(m.nets, dev)
 	}
+	for _, sc := range m.cfg.Shares {
+		what := fmt.Sprintf("share %s (%s)", sc.Tag, sc.Path)
+		sh, err := sharefs.New(sharefs.Config{Root: sc.Path, ReadOnly: sc.ReadOnly})
+		if err != nil {
+			return inputErrorf("--share %s: %w", sc.Path, err)
+		}
+		dev, err := virtio9p.New(sc.Tag, sh)
+		if err != nil {
+			sh.Close()
+			return inputErrorf("--share %s: %w", sc.Path, err)
+		}
+		if err := m.addVirtio(dev, sh, what); err != nil {
+			return err
+		}
+		m.shareRoots = append(m.shareRoots, sh.Root())
+	}
 	if m.cfg.VirtioConsole {
 		dev, err := virtioconsole.New(m.cfg.Stdout)
 		if err != nil {
@@ -116,6 +141,10 @@ func (m *Machine) setupPCI() error {
 	}
 	return nil
 }
+
+// ShareRoots are the --share directories' root descriptors (the sandbox's
+// argument conditions).
+func (m *Machine) ShareRoots() []int { return m.shareRoots }
 
 // nopCloser is the backend of a device that has none (virtio-rng reads
 // getrandom(2)).

@@ -31,7 +31,7 @@ type runFlags struct {
 	watchdogRecover, noRNG            bool
 	cpus                              int
 	noDefaultParams, debugExit, stats bool
-	disks, nets                       []string
+	disks, nets, shares               []string
 	seccomp                           string
 	smoke                             smokeFlags
 }
@@ -75,6 +75,7 @@ func newRunCmd() *cobra.Command {
 	fl.StringVar(&f.rngRate, "rng-rate", "0", "most entropy bytes per second the guest gets from virtio-rng, with K/M/G suffix (1M/s), or 0 for no limit")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
 	fl.StringArrayVarP(&f.disks, "disk", "d", nil, "virtio-blk disk image PATH[,ro][,serial=ID][,event-idx=off][,indirect=off] (repeatable)")
+	fl.StringArrayVar(&f.shares, "share", nil, "a host directory the guest mounts over virtio-9p: HOSTDIR[,tag=NAME][,ro] (repeatable; the tag defaults to the directory's name; in the guest: mount -t 9p -o trans=virtio,version=9p2000.L NAME /mnt)")
 	fl.StringArrayVarP(&f.nets, "net", "n", nil, "virtio-net device: tap[,ifname=NAME][,host-ip=ADDR/PREFIX][,mac=MAC][,event-idx=off][,indirect=off][,mrg-rxbuf=off] or none (repeatable)")
 	fl.StringVar(&f.seccomp, "seccomp", seccompDefault(), "system call filter while the VM runs: on, off, or audit (log what the filter would refuse)")
 	addSmokeFlags(fl, &f.smoke)
@@ -195,7 +196,7 @@ func runVM(cmd *cobra.Command, f *runFlags) (err error) {
 		close(statsQuit)
 		<-statsDone
 	}()
-	if err := startSandbox(sbMode, ln, sock); err != nil {
+	if err := startSandbox(sbMode, ln, sock, cfg.Shares, m.ShareRoots()); err != nil {
 		return err
 	}
 	sm.run(m)
@@ -287,6 +288,16 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 			cfg.DefaultParams = vmm.VirtioConsoleParams(cfg.DefaultParams)
 		}
 		cfg.HostParams = true
+	}
+	for _, s := range f.shares {
+		sc, err := parseShare(s)
+		if err != nil {
+			return vmm.Config{}, err
+		}
+		cfg.Shares = append(cfg.Shares, sc)
+	}
+	if err := checkShareTags(cfg.Shares); err != nil {
+		return vmm.Config{}, err
 	}
 	for _, d := range f.disks {
 		dc, err := parseDisk(d)

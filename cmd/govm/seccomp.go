@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/govm/govm/api"
 	"github.com/govm/govm/sandbox"
 	"github.com/govm/govm/sandbox/probe"
+	"github.com/govm/govm/vmm"
 )
 
 // seccompDefault is --seccomp's default: on, unless GOVM_SECCOMP says
@@ -26,9 +28,28 @@ func seccompDefault() string {
 // set-up (files, taps, RAM, the kernel, the API socket) is done, so the
 // filter only needs what the run loop and the exit need (sandbox/allow.go),
 // and the API socket's descriptors for its argument conditions (ln and
-// sock are nil without an API).
-func startSandbox(mode sandbox.Mode, ln *net.UnixListener, sock *api.Socket) error {
-	p := sandbox.Params{PID: os.Getpid(), Listener: -1, SocketDir: -1}
+// sock are nil without an API). With shares it first confines govm's
+// paths to them with Landlock (sandbox.Confine), whatever --seccomp says:
+// the filter then has to allow name operations it cannot judge.
+func startSandbox(mode sandbox.Mode, ln *net.UnixListener, sock *api.Socket, shares []vmm.ShareConfig, shareRoots []int) error {
+	p := sandbox.Params{PID: os.Getpid(), Listener: -1, SocketDir: -1, ShareRoots: shareRoots}
+	if len(shares) > 0 {
+		var rw, ro []string
+		for _, s := range shares {
+			if s.ReadOnly {
+				ro = append(ro, s.Path)
+			} else {
+				rw = append(rw, s.Path)
+			}
+		}
+		sockDir := ""
+		if sock != nil {
+			sockDir = filepath.Dir(sock.Path)
+		}
+		if err := sandbox.Confine(rw, ro, sockDir); err != nil {
+			return err
+		}
+	}
 	if ln != nil {
 		rc, err := ln.SyscallConn()
 		if err != nil {

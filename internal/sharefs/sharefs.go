@@ -62,6 +62,10 @@ func New(cfg Config) (*Share, error) {
 	return &Share{root: fd, ro: cfg.ReadOnly}, nil
 }
 
+// Root is the root's descriptor: every lookup starts there (the sandbox
+// allows openat2 on it alone).
+func (s *Share) Root() int { return s.root }
+
 // Close releases the root.
 func (s *Share) Close() error { return unix.Close(s.root) }
 

@@ -1,0 +1,75 @@
+package e2e
+
+// L3: govm run --share with the default guest's Linux: its own 9p client
+// (net/9p/trans_virtio.c, fs/9p) mounts the host's directories.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/govm/govm/internal/guestrun"
+)
+
+// TestLinuxShare: the guest mounts a read-write and a read-only share,
+// reads a file the host wrote, writes one the host then reads, is refused a
+// write on the read-only one, and cannot reach a host file beside the share
+// through a symlink in it (the guest resolves a symlink's target in its
+// own namespace; the server follows none).
+func TestLinuxShare(t *testing.T) {
+	kernel, initrd := needLinux(t)
+	rw, ro, beside := t.TempDir(), t.TempDir(), t.TempDir()
+	for p, s := range map[string]string{filepath.Join(rw, "host.txt"): "from-the-host\n",
+		filepath.Join(ro, "ro.txt"): "read-only\n", filepath.Join(beside, "secret"): "secret\n"} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(beside, filepath.Join(rw, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join([]string{
+		"mkdir -p /mnt/rw /mnt/ro",
+		"mount -t 9p -o trans=virtio,version=9p2000.L rw /mnt/rw || echo S-MOUNT-FAILED",
+		"mount -t 9p -o trans=virtio,version=9p2000.L ro /mnt/ro || echo S-MOUNT-FAILED",
+		`echo "S-READ $(cat /mnt/rw/host.txt) $(cat /mnt/ro/ro.txt)"`,
+		"echo guest-wrote > /mnt/rw/guest.txt && echo S-WROTE",
+		"if echo x > /mnt/ro/new.txt; then echo S-RO-WROTE; else echo S-RO-REFUSED; fi",
+		"if cat /mnt/rw/escape/secret; then echo S-ESCAPED; else echo S-CONTAINED; fi",
+		"umount /mnt/rw && echo S-UMOUNT",
+		"exit 5",
+	}, "\n")
+	argv := []string{govmBin, "run", "-k", kernel, "-i", initrd, "-m", "128M",
+		"--share", rw + ",tag=rw", "--share", ro + ",tag=ro,ro", "--exec", script}
+	p, err := guestrun.Start(guestrun.Options{}, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	status, err := p.Wait(180 * time.Second)
+	out := p.Serial()
+	if err != nil || status != 5 {
+		t.Fatalf("exit %d, %v; want the script's 5\nconsole tail:\n%s\nstderr:\n%s", status, err, tail(out, 3000), p.Output().Stderr)
+	}
+	for _, want := range []string{"S-READ from-the-host read-only", "S-WROTE", "S-RO-REFUSED", "S-CONTAINED", "S-UMOUNT"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in the console:\n%s", want, tail(out, 3000))
+		}
+	}
+	for _, bad := range []string{"S-MOUNT-FAILED", "S-RO-WROTE", "S-ESCAPED", "secret\n"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%q in the console:\n%s", bad, tail(out, 3000))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "guest.txt")); string(b) != "guest-wrote\n" {
+		t.Errorf("the host reads %q, %v from the guest's file", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ro, "new.txt")); err == nil {
+		t.Error("a file appeared in the read-only share")
+	}
+	if ents, _ := os.ReadDir(beside); len(ents) != 1 {
+		t.Errorf("beside the share: %v", ents)
+	}
+}
