@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
 )
@@ -228,26 +227,8 @@ type blkLoopResult struct {
 // and check the invariants.
 func runBlkLoop(t *testing.T, in []byte, want uint16) blkLoopResult {
 	feat, sizeLog, mode := in[0], in[1], in[2]
-	ram := make([]byte, blkFuzzRAM)
-	virtiotest.LoadPatches(ram, in[3:])
-	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: ram})
-	if err != nil {
-		t.Fatal(err)
-	}
-	features := uint64(0)
-	for i, b := range []uint{virtio.FeatureRingEventIdx, virtio.FeatureRingIndirectDesc, virtio.FeatureNotifyOnEmpty} {
-		if feat&(1<<i) != 0 {
-			features |= virtio.Bit(b)
-		}
-	}
-	q := virtio.NewQueue(QueueSize)
-	q.Size = uint16(1) << (sizeLog % 8)
-	q.DescAddr, q.AvailAddr, q.UsedAddr = virtio.LegacyRingAddrs(blkFuzzPFN, q.Size)
-	q.Ready = true
-	q.SetFeatures(features)
-	if err := q.Validate(mem); err != nil {
-		t.Fatal(err)
-	}
+	features := virtiotest.FuzzFeatures(feat)
+	r := virtiotest.NewLoopRig(t, blkFuzzRAM, in[3:], features, []uint32{blkFuzzPFN}, []uint16{1 << (sizeLog % 8)})
 	disk := &fuzzDisk{data: make([]byte, blkFuzzDisk)}
 	for i := range disk.data {
 		disk.data[i] = byte(i)
@@ -264,41 +245,10 @@ func runBlkLoop(t *testing.T, in []byte, want uint16) blkLoopResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bell, err := virtio.NewDoorbell()
-	if err != nil {
+	if err := d.Activate(r.Activation(features)); err != nil {
 		t.Fatal(err)
 	}
-	defer bell.Close() // after the Reset below
-	intr := virtiotest.NewRecordingInterrupt()
-	if err := d.Activate(virtio.Activation{Mem: mem, Features: features, Queues: []*virtio.Queue{q},
-		Bells: []*virtio.Doorbell{bell}, Intr: intr}); err != nil {
-		t.Fatal(err)
-	}
-	bell.Ring()
-	usedIdx := func() uint16 { u, _ := mem.LoadUint16(q.UsedAddr + 2); return u }
-	if want != 0 {
-		for deadline := time.Now().Add(10 * time.Second); usedIdx() != want && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	} else {
-		last, stable := usedIdx(), 0
-		for deadline := time.Now().Add(100 * time.Millisecond); stable < 5 && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Microsecond)
-			if now := usedIdx(); now == last {
-				stable++
-			} else {
-				last, stable = now, 0
-			}
-		}
-	}
-
-	reset := make(chan struct{})
-	go func() { d.Reset(); close(reset) }()
-	select {
-	case <-reset:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Reset did not return: the I/O goroutine hangs (used idx %d, next avail %d)", usedIdx(), q.NextAvail())
-	}
+	r.Run(t, d.Reset, want)
 
 	disk.mu.Lock()
 	defer disk.mu.Unlock()
@@ -308,25 +258,7 @@ func runBlkLoop(t *testing.T, in []byte, want uint16) blkLoopResult {
 	if cfg.ReadOnly && disk.writes != 0 {
 		t.Fatalf("%d writes to a read-only disk", disk.writes)
 	}
-	errs := intr.Errors()
-	for _, err := range errs {
-		var ge *virtio.GuestError
-		if !errors.As(err, &ge) {
-			t.Fatalf("device error %v is not a GuestError", err)
-		}
-	}
-	// Every chain taken was used once, except the one whose guest error
-	// stopped the queue; the used idx in RAM is the device's count (it
-	// publishes after the request's data, so a buffer the guest aimed at
-	// the used ring cannot leave it otherwise).
-	held := uint16(q.InFlight())
-	if held > 1 || (held == 1 && len(errs) == 0) || q.NextUsed()+held != q.NextAvail() {
-		t.Fatalf("used %d + in flight %d != taken %d (device errors %v)", q.NextUsed(), held, q.NextAvail(), errs)
-	}
-	if q.NextUsed() != 0 && usedIdx() != q.NextUsed() {
-		t.Fatalf("used idx in RAM %d, device used %d", usedIdx(), q.NextUsed())
-	}
-	r := blkLoopResult{used: q.NextUsed(), ram: ram, disk: disk.data, writes: disk.writes}
-	copy(r.status[:], ram[blkSeedStatus:])
-	return r
+	res := blkLoopResult{used: r.Queues[0].NextUsed(), ram: r.RAM, disk: disk.data, writes: disk.writes}
+	copy(res.status[:], r.RAM[blkSeedStatus:])
+	return res
 }

@@ -2,11 +2,8 @@ package virtioconsole
 
 import (
 	"encoding/binary"
-	"errors"
 	"testing"
-	"time"
 
-	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/internal/syncbuf"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
@@ -72,87 +69,33 @@ func seedConsoleLoop(feat, rxLog, txLog, input byte) []byte {
 	return append([]byte{feat, rxLog, txLog, input}, virtiotest.Patches(mem)...)
 }
 
-// runConsoleLoop runs one input and returns the output and the chains each
-// queue used; settle waits for both seed chains.
+// runConsoleLoop runs one input (virtiotest.LoopRig; settle waits for one
+// used chain on each queue, the seed's) and returns the output and the
+// chains each queue used.
 func runConsoleLoop(t *testing.T, in []byte, settle bool) (string, uint16, uint16) {
-	ram := make([]byte, fuzzRAM)
-	virtiotest.LoadPatches(ram, in[4:])
-	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: ram})
-	if err != nil {
-		t.Fatal(err)
-	}
-	features := uint64(0)
-	for i, b := range []uint{virtio.FeatureRingEventIdx, virtio.FeatureRingIndirectDesc, virtio.FeatureNotifyOnEmpty} {
-		if in[0]&(1<<i) != 0 {
-			features |= virtio.Bit(b)
-		}
-	}
-	var qs []*virtio.Queue
-	var bells []*virtio.Doorbell
-	for i, pfn := range []uint32{fuzzPFNRX, fuzzPFNTX} {
-		q := virtio.NewQueue(QueueSize)
-		q.Index = i
-		q.Size = uint16(1) << (in[1+i] % 7)
-		q.DescAddr, q.AvailAddr, q.UsedAddr = virtio.LegacyRingAddrs(pfn, q.Size)
-		q.Ready = true
-		q.SetFeatures(features)
-		if err := q.Validate(mem); err != nil {
-			t.Fatal(err)
-		}
-		bell, err := virtio.NewDoorbell()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer bell.Close() // after the Reset below
-		qs, bells = append(qs, q), append(bells, bell)
-	}
+	features := virtiotest.FuzzFeatures(in[0])
+	r := virtiotest.NewLoopRig(t, fuzzRAM, in[4:], features, []uint32{fuzzPFNRX, fuzzPFNTX},
+		[]uint16{1 << (in[1] % 7), 1 << (in[2] % 7)})
 	out := &syncbuf.Buffer{}
 	d, err := New(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	intr := virtiotest.NewRecordingInterrupt()
-	if err := d.Activate(virtio.Activation{Mem: mem, Features: features, Queues: qs, Bells: bells, Intr: intr}); err != nil {
+	if err := d.Activate(r.Activation(features)); err != nil {
 		t.Fatal(err)
 	}
 	given := int(in[3])
 	if given > 0 {
 		go d.Input(make([]byte, given)) // may block for ever: Close ends it
 	}
-	for _, b := range bells {
-		b.Ring()
-	}
-	usedIdx := func(q *virtio.Queue) uint16 { u, _ := mem.LoadUint16(q.UsedAddr + 2); return u }
+	var want []uint16
 	if settle {
-		for deadline := time.Now().Add(10 * time.Second); (usedIdx(qs[0]) != 1 || usedIdx(qs[1]) != 1) && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	} else {
-		time.Sleep(2 * time.Millisecond)
+		want = []uint16{1, 1}
 	}
-	reset := make(chan struct{})
-	go func() { d.Reset(); close(reset) }()
-	select {
-	case <-reset:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Reset did not return: the I/O goroutine hangs")
-	}
-	errs := intr.Errors()
-	for _, err := range errs {
-		var ge *virtio.GuestError
-		if !errors.As(err, &ge) {
-			t.Fatalf("device error %v is not a GuestError", err)
-		}
-	}
-	for _, q := range qs {
-		held := uint16(q.InFlight())
-		if held > 1 || q.NextUsed()+held != q.NextAvail() {
-			t.Fatalf("queue %d: used %d + in flight %d != taken %d (device errors %v)", q.Index, q.NextUsed(), held, q.NextAvail(), errs)
-		}
-	}
+	r.Run(t, d.Reset, want...)
 	if s := d.Stats(); s.In > uint64(given) || s.Out != uint64(len(out.String())) {
 		t.Fatalf("stats %+v for %d bytes of input and %d of output", s, given, len(out.String()))
 	}
-	return out.String(), qs[0].NextUsed(), qs[1].NextUsed()
+	return out.String(), r.Queues[0].NextUsed(), r.Queues[1].NextUsed()
 }

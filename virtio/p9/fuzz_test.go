@@ -2,13 +2,10 @@ package virtio9p
 
 import (
 	"encoding/binary"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/internal/sharefs"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
@@ -28,7 +25,7 @@ const (
 // every chain taken is used once unless a guest error stopped the queue,
 // and nothing beside the share changes.
 //
-// Input: [0] features (bit 0 EVENT_IDX, 1 INDIRECT_DESC), [1] queue size
+// Input: [0] features (virtiotest.FuzzFeatures), [1] queue size
 // log2; then the memory (virtiotest.LoadPatches).
 func FuzzNinePLoop(f *testing.F) {
 	f.Add([]byte{0, 4})
@@ -73,8 +70,9 @@ func seedNinePLoop(feat, sizeLog byte) []byte {
 	return append([]byte{feat, sizeLog}, virtiotest.Patches(mem)...)
 }
 
-// runNinePLoop runs one input; want > 0 waits for that many used chains,
-// otherwise until the used idx stops moving. It returns guest RAM.
+// runNinePLoop runs one input (virtiotest.LoopRig: want > 0 waits for
+// that many used chains), checks nothing appeared beside the share, and
+// returns guest RAM.
 func runNinePLoop(t *testing.T, in []byte, want uint16) []byte {
 	base := t.TempDir()
 	share, beside := filepath.Join(base, "share"), filepath.Join(base, "beside")
@@ -91,77 +89,18 @@ func runNinePLoop(t *testing.T, in []byte, want uint16) []byte {
 		t.Fatal(err)
 	}
 	defer sh.Close()
-	ram := make([]byte, fuzzRAM)
-	virtiotest.LoadPatches(ram, in[2:])
-	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: ram})
-	if err != nil {
-		t.Fatal(err)
-	}
-	features := virtio.Bit(FeatureMountTag)
-	for i, b := range []uint{virtio.FeatureRingEventIdx, virtio.FeatureRingIndirectDesc} {
-		if in[0]&(1<<i) != 0 {
-			features |= virtio.Bit(b)
-		}
-	}
-	q := virtio.NewQueue(QueueSize)
-	q.Size = uint16(1) << (in[1] % 7)
-	q.DescAddr, q.AvailAddr, q.UsedAddr = virtio.LegacyRingAddrs(fuzzPFN, q.Size)
-	q.Ready = true
-	q.SetFeatures(features)
-	if err := q.Validate(mem); err != nil {
-		t.Fatal(err)
-	}
+	features := virtio.Bit(FeatureMountTag) | virtiotest.FuzzFeatures(in[0])
+	r := virtiotest.NewLoopRig(t, fuzzRAM, in[2:], features, []uint32{fuzzPFN}, []uint16{1 << (in[1] % 7)})
 	d, err := New("fuzz", sh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bell, err := virtio.NewDoorbell()
-	if err != nil {
+	if err := d.Activate(r.Activation(features)); err != nil {
 		t.Fatal(err)
 	}
-	defer bell.Close() // after the Reset below
-	intr := virtiotest.NewRecordingInterrupt()
-	if err := d.Activate(virtio.Activation{Mem: mem, Features: features, Queues: []*virtio.Queue{q},
-		Bells: []*virtio.Doorbell{bell}, Intr: intr}); err != nil {
-		t.Fatal(err)
-	}
-	bell.Ring()
-	usedIdx := func() uint16 { u, _ := mem.LoadUint16(q.UsedAddr + 2); return u }
-	if want != 0 {
-		for deadline := time.Now().Add(10 * time.Second); usedIdx() != want && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	} else {
-		last, stable := usedIdx(), 0
-		for deadline := time.Now().Add(50 * time.Millisecond); stable < 5 && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Microsecond)
-			if now := usedIdx(); now == last {
-				stable++
-			} else {
-				last, stable = now, 0
-			}
-		}
-	}
-	reset := make(chan struct{})
-	go func() { d.Reset(); close(reset) }()
-	select {
-	case <-reset:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Reset did not return: the I/O goroutine hangs (used idx %d, next avail %d)", usedIdx(), q.NextAvail())
-	}
-	errs := intr.Errors()
-	for _, err := range errs {
-		var ge *virtio.GuestError
-		if !errors.As(err, &ge) {
-			t.Fatalf("device error %v is not a GuestError", err)
-		}
-	}
-	held := uint16(q.InFlight())
-	if held > 1 || (held == 1 && len(errs) == 0) || q.NextUsed()+held != q.NextAvail() {
-		t.Fatalf("used %d + in flight %d != taken %d (device errors %v)", q.NextUsed(), held, q.NextAvail(), errs)
-	}
+	r.Run(t, d.Reset, want)
 	if ents, _ := os.ReadDir(beside); len(ents) != 0 {
 		t.Fatalf("files appeared beside the share: %v", ents)
 	}
-	return ram
+	return r.RAM
 }

@@ -2,11 +2,8 @@ package virtiorng
 
 import (
 	"encoding/binary"
-	"errors"
 	"testing"
-	"time"
 
-	"github.com/govm/govm/guestmem"
 	"github.com/govm/govm/virtio"
 	"github.com/govm/govm/virtio/virtiotest"
 )
@@ -66,83 +63,24 @@ func seedRNGLoop(feat, sizeLog byte) []byte {
 	return append([]byte{feat, sizeLog}, virtiotest.Patches(mem)...)
 }
 
-// runRNGLoop runs one input; want > 0 waits for that many used chains,
-// otherwise until the used idx stops moving. It returns the chains used.
+// runRNGLoop runs one input (virtiotest.LoopRig: want > 0 waits for that
+// many used chains) and returns the chains used.
 func runRNGLoop(t *testing.T, in []byte, want uint16) uint16 {
-	feat, sizeLog := in[0], in[1]
-	ram := make([]byte, fuzzRAM)
-	virtiotest.LoadPatches(ram, in[2:])
-	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: ram})
-	if err != nil {
-		t.Fatal(err)
-	}
-	features := uint64(0)
-	for i, b := range []uint{virtio.FeatureRingEventIdx, virtio.FeatureRingIndirectDesc, virtio.FeatureNotifyOnEmpty} {
-		if feat&(1<<i) != 0 {
-			features |= virtio.Bit(b)
-		}
-	}
-	q := virtio.NewQueue(QueueSize)
-	q.Size = uint16(1) << (sizeLog % 7)
-	q.DescAddr, q.AvailAddr, q.UsedAddr = virtio.LegacyRingAddrs(fuzzPFN, q.Size)
-	q.Ready = true
-	q.SetFeatures(features)
-	if err := q.Validate(mem); err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Source: &counter{}}
-	if feat&8 != 0 {
+	features := virtiotest.FuzzFeatures(in[0])
+	r := virtiotest.NewLoopRig(t, fuzzRAM, in[2:], features, []uint32{fuzzPFN}, []uint16{1 << (in[1] % 7)})
+	src := &counter{}
+	cfg := Config{Source: src}
+	if in[0]&8 != 0 {
 		cfg.Rate = 100
+		r.MayHold = true // a buffer the rate cannot fill yet waits (see turn)
 	}
 	d := New(cfg)
-	bell, err := virtio.NewDoorbell()
-	if err != nil {
+	if err := d.Activate(r.Activation(features)); err != nil {
 		t.Fatal(err)
 	}
-	defer bell.Close() // after the Reset below
-	intr := virtiotest.NewRecordingInterrupt()
-	if err := d.Activate(virtio.Activation{Mem: mem, Features: features, Queues: []*virtio.Queue{q},
-		Bells: []*virtio.Doorbell{bell}, Intr: intr}); err != nil {
-		t.Fatal(err)
-	}
-	bell.Ring()
-	usedIdx := func() uint16 { u, _ := mem.LoadUint16(q.UsedAddr + 2); return u }
-	if want != 0 {
-		for deadline := time.Now().Add(10 * time.Second); usedIdx() != want && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-	} else {
-		last, stable := usedIdx(), 0
-		for deadline := time.Now().Add(50 * time.Millisecond); stable < 5 && time.Now().Before(deadline); {
-			time.Sleep(200 * time.Microsecond)
-			if now := usedIdx(); now == last {
-				stable++
-			} else {
-				last, stable = now, 0
-			}
-		}
-	}
-	reset := make(chan struct{})
-	go func() { d.Reset(); close(reset) }()
-	select {
-	case <-reset:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Reset did not return: the I/O goroutine hangs (used idx %d, next avail %d)", usedIdx(), q.NextAvail())
-	}
-	errs := intr.Errors()
-	for _, err := range errs {
-		var ge *virtio.GuestError
-		if !errors.As(err, &ge) {
-			t.Fatalf("device error %v is not a GuestError", err)
-		}
-	}
-	held := uint16(q.InFlight())
-	if held > 1 || (held == 1 && len(errs) == 0) || q.NextUsed()+held != q.NextAvail() {
-		t.Fatalf("used %d + in flight %d != taken %d (device errors %v)", q.NextUsed(), held, q.NextAvail(), errs)
-	}
-	src := cfg.Source.(*counter)
+	r.Run(t, d.Reset, want)
 	if uint64(src.n) != d.Bytes() {
 		t.Fatalf("%d bytes read from the source, %d counted as given", src.n, d.Bytes())
 	}
-	return q.NextUsed()
+	return r.Queues[0].NextUsed()
 }
