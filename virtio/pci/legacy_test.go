@@ -78,7 +78,7 @@ func TestNewErrors(t *testing.T) {
 		name string
 		dev  virtio.Device
 	}{
-		{"unknown type", &fakeDevice{typ: 9, sizes: []uint16{16}}},
+		{"unknown type", &fakeDevice{typ: 42, sizes: []uint16{16}}},
 		{"queue size not power of two", &fakeDevice{typ: virtio.DeviceBlk, sizes: []uint16{24}}},
 		{"queue size zero", &fakeDevice{typ: virtio.DeviceBlk, sizes: []uint16{0}}},
 		{"config too big", sizedDevice{&fakeDevice{typ: virtio.DeviceBlk, sizes: []uint16{16}}, 0x100}},
