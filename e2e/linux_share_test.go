@@ -73,3 +73,45 @@ func TestLinuxShare(t *testing.T) {
 		t.Errorf("beside the share: %v", ents)
 	}
 }
+
+// TestLinuxHostCommand: `govm run -k KERNEL -- CMD`, as virtme-ng's
+// `vng -- CMD`: the default guest boots with the host's / as its root
+// (read-only, under a tmpfs), runs CMD in the host's current directory,
+// which it may write, prints its output on govm's stdout and ends govm with
+// CMD's status. The issue's own example: the host's hostname, status 7.
+func TestLinuxHostCommand(t *testing.T) {
+	kernel, initrd := needLinux(t)
+	host, err := os.ReadFile("/etc/hostname")
+	if err != nil {
+		t.Skipf("the host has no /etc/hostname to compare: %v", err)
+	}
+	dir := t.TempDir()
+	argv := []string{govmBin, "run", "-k", kernel, "-i", initrd, "-m", "256M", "--",
+		"sh", "-c", "cat /etc/hostname; echo in-$(basename $PWD); echo guest > made-by-guest; touch /etc/guest-only 2>/dev/null && echo S-ETC-WRITABLE; exit 7"}
+	p, err := guestrun.Start(guestrun.Options{Dir: dir}, argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	status, err := p.Wait(240 * time.Second)
+	out := p.Serial()
+	if err != nil || status != 7 {
+		t.Fatalf("exit %d, %v; want CMD's 7\nconsole tail:\n%s\nstderr:\n%s", status, err, tail(out, 3000), p.Output().Stderr)
+	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		lines[strings.TrimRight(l, "\r")] = true
+	}
+	for _, want := range []string{strings.TrimSpace(string(host)), "in-" + filepath.Base(dir), "S-ETC-WRITABLE"} {
+		if !lines[want] {
+			t.Errorf("no line %q in the console:\n%s", want, tail(out, 3000))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "made-by-guest")); string(b) != "guest\n" {
+		t.Errorf("the host reads %q, %v from the guest's file in the working directory", b, err)
+	}
+	if _, err := os.Stat("/etc/guest-only"); err == nil {
+		os.Remove("/etc/guest-only")
+		t.Error("the guest's write to / reached the host")
+	}
+}

@@ -27,7 +27,8 @@ import (
 type runFlags struct {
 	kernel, initrd, params, mem, name string
 	apiSocket, watchdog, pollMax      string
-	rngRate, console                  string
+	rngRate, console, rootfs          string
+	command                           []string // after --: run in the host's tree
 	watchdogRecover, noRNG            bool
 	cpus                              int
 	noDefaultParams, debugExit, stats bool
@@ -53,9 +54,21 @@ func newRunCmd() *cobra.Command {
   # A network device on a new tap with the host side at 10.0.2.1
   govm run --kernel bzImage --initrd initrd --net tap,host-ip=10.0.2.1/24
 
+  # Run a command on the host's files, in the current directory, and exit
+  # with its status (like vng -- CMD)
+  govm run -k arch/x86/boot/bzImage -- make -C tools/testing/selftests run_tests
+
   # Quit an interactive console: Ctrl-A x`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runVM(cmd, &f) },
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				return fmt.Errorf("unexpected argument %q: flags come first, and a command to run goes after --", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.command = args
+			return runVM(cmd, &f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.kernel, "kernel", "k", "", "kernel image: bzImage or ELF vmlinux (default: ./bzImage, ./arch/x86/boot/bzImage or /boot/vmlinuz-$(uname -r))")
@@ -71,6 +84,7 @@ func newRunCmd() *cobra.Command {
 	fl.BoolVar(&f.debugExit, "debug-exit", false, "let the guest end govm with status (v<<1)|1 by writing v to port 0x501")
 	fl.StringVar(&f.pollMax, "poll-max", defaultPollMax, "longest a virtio device's I/O thread busy-polls its queues before it sleeps, adapting to the guest's pace (like QEMU's poll-max-ns), or 0 for off")
 	fl.StringVar(&f.console, "console", "serial", "the guest's console: serial (COM1, ttyS0, from the first line) or virtio (a virtio-console, hvc0: a buffer per exit, not a byte; early boot messages still go to the serial port)")
+	fl.StringVar(&f.rootfs, "rootfs", "/", "with a command after --: the directory the guest runs it in as its root (read-only, with a writable tmpfs over it)")
 	fl.BoolVar(&f.noRNG, "no-rng", false, "do not add the virtio-rng entropy device (the guest's /dev/hwrng, fed from the host's getrandom)")
 	fl.StringVar(&f.rngRate, "rng-rate", "0", "most entropy bytes per second the guest gets from virtio-rng, with K/M/G suffix (1M/s), or 0 for no limit")
 	fl.BoolVar(&f.stats, "stats", false, "print each virtio device's queue counters when the VM ends (also on SIGUSR1 at any time)")
@@ -223,6 +237,11 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 		}
 		fmt.Fprintf(stderr, "govm: no --kernel given: using %s (searched %s)\n", k, strings.Join(kernelSearchPath(), ", "))
 		f.kernel = k
+	}
+	if len(f.command) > 0 {
+		if err := hostCommand(f); err != nil {
+			return vmm.Config{}, err
+		}
 	}
 	if f.smoke.exec != "" && f.initrd == "" {
 		initrd, err := defaultGuestInitrd()

@@ -43,6 +43,8 @@ type Options struct {
 	// HangDumpDir is where the capture goes; "" takes
 	// GOVM_HANG_DUMP_DIR, else os.TempDir().
 	HangDumpDir string
+	// Dir is the VMM's working directory ("": this process's).
+	Dir string
 }
 
 // line is one complete console line and when its '\n' arrived.
@@ -87,6 +89,7 @@ func Start(opts Options, argv ...string) (*Proc, error) {
 	}
 	p := &Proc{opts: opts, changed: make(chan struct{})}
 	p.Cmd = exec.Command(argv[0], argv[1:]...)
+	p.Cmd.Dir = opts.Dir
 	if opts.HangDump > 0 {
 		// A Go VMM's SIGQUIT dump then shows every goroutine.
 		p.Cmd.Env = append(os.Environ(), "GOTRACEBACK=all")

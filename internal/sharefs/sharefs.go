@@ -110,7 +110,6 @@ func errno(err error) error {
 // file is one node of the share: its path from the root, and, once opened,
 // a descriptor for I/O.
 type file struct {
-	templatefs.XattrUnimplemented
 	templatefs.NotLockable
 	p9.DefaultWalkGetAttr
 
@@ -489,6 +488,21 @@ func (f *file) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 	}
 	return nil
 }
+
+// GetXattr implements p9.File.GetAttr for extended attributes: a share
+// has none (ENODATA, what getxattr(2) says of an attribute that is not
+// there; overlayfs over a share asks for its own and must be told so, not
+// that the call failed).
+func (f *file) GetXattr(string) ([]byte, error) { return nil, linux.ENODATA }
+
+// ListXattrs implements p9.File.ListXattrs: none.
+func (f *file) ListXattrs() ([]string, error) { return nil, nil }
+
+// SetXattr implements p9.File.SetXattr: not supported.
+func (f *file) SetXattr(string, []byte, p9.XattrFlags) error { return linux.EOPNOTSUPP }
+
+// RemoveXattr implements p9.File.RemoveXattr: not supported.
+func (f *file) RemoveXattr(string) error { return linux.EOPNOTSUPP }
 
 // Readdir implements p9.File.Readdir on a directory opened with Open: the
 // entries after offset (an index), as many as fit count bytes.

@@ -169,6 +169,15 @@ func (s *server) handle(c *virtio.Chain) (uint32, error) {
 	if _, err := io.ReadFull(r, msg[7:]); err != nil {
 		return 0, bad("message body: %v", err)
 	}
+	if ecode, ok := noXattrs[msg[4]]; ok {
+		// The share has no extended attributes, and must say so
+		// with the errno getxattr(2) gives (ENODATA; creating one:
+		// EOPNOTSUPP): overlayfs over a share (govm run -- CMD) asks
+		// for its own and fails on anything else. The server would
+		// answer EINVAL for any error of the file's (hugelgupf/p9's
+		// txattrwalk), so the device answers these itself.
+		return s.answer(c, lerror(msg, ecode))
+	}
 	if _, err := s.conn.Write(msg); err != nil {
 		return 0, fmt.Errorf("virtio9p: to the 9P server: %w", err)
 	}
@@ -188,16 +197,35 @@ func (s *server) handle(c *virtio.Chain) (uint32, error) {
 	if _, err := io.ReadFull(s.conn, resp[7:]); err != nil {
 		return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
 	}
-	if uint64(rsize) > c.WritableLen() {
-		return 0, bad("an answer of %d bytes and %d writable", rsize, c.WritableLen())
+	s.dev.mu.Lock()
+	s.dev.bytesIn += uint64(size)
+	s.dev.mu.Unlock()
+	return s.answer(c, resp)
+}
+
+// answer writes an R-message into c's writable part and counts it.
+func (s *server) answer(c *virtio.Chain, resp []byte) (uint32, error) {
+	if uint64(len(resp)) > c.WritableLen() {
+		return 0, &virtio.GuestError{Queue: 0, Head: c.Head, HeadValid: true,
+			Err: fmt.Errorf("%w: an answer of %d bytes and %d writable", ErrBadRequest, len(resp), c.WritableLen())}
 	}
 	if _, err := c.Writer().Write(resp); err != nil {
 		return 0, fmt.Errorf("virtio9p: %w", err)
 	}
 	s.dev.mu.Lock()
 	s.dev.requests++
-	s.dev.bytesIn += uint64(size)
-	s.dev.bytesOut += uint64(rsize)
+	s.dev.bytesOut += uint64(len(resp))
 	s.dev.mu.Unlock()
-	return rsize, nil
+	return uint32(len(resp)), nil
+}
+
+// noXattrs are the 9P2000.L messages the device answers itself, with the
+// errno: Txattrwalk (30), ENODATA; Txattrcreate (32), EOPNOTSUPP.
+var noXattrs = map[byte]uint32{30: 61, 32: 95}
+
+// lerror is an Rlerror (type 7) answering t with ecode.
+func lerror(t []byte, ecode uint32) []byte {
+	r := binary.LittleEndian.AppendUint32(nil, 11)
+	r = append(r, 7, t[5], t[6])
+	return binary.LittleEndian.AppendUint32(r, ecode)
 }

@@ -215,3 +215,32 @@ func TestBadChains(t *testing.T) {
 		})
 	}
 }
+
+// TestNoXattrs: the share has no extended attributes, and the device says
+// so with getxattr(2)'s errno: a Txattrwalk gets Rlerror ENODATA and a
+// Txattrcreate EOPNOTSUPP (the server would say EINVAL, which overlayfs
+// over a share, govm run -- CMD, takes for a failure).
+func TestNoXattrs(t *testing.T) {
+	_, _, drv, _ := start(t, true)
+	for i, tc := range []struct {
+		typ   byte
+		errno uint32
+	}{{30, 61}, {32, 95}} {
+		m := binary.LittleEndian.AppendUint32(nil, 0)
+		m = append(m, tc.typ, byte(i), 0)
+		m = binary.LittleEndian.AppendUint32(m, 0) // fid
+		m = binary.LittleEndian.AppendUint32(m, 1) // newfid / name's start
+		m = append(m, 2, 0, 'a', 'b')
+		binary.LittleEndian.PutUint32(m, uint32(len(m)))
+		drv.AddChain([][]byte{m}, []int{64})
+		drv.Kick()
+		if !drv.WaitUsedIdx(uint16(i+1), 5*time.Second) {
+			t.Fatalf("message %d not answered", tc.typ)
+		}
+		u := drv.Collect()[0]
+		r := u.In[0][:u.Len]
+		if len(r) != 11 || r[4] != 7 || r[5] != byte(i) || binary.LittleEndian.Uint32(r[7:]) != tc.errno {
+			t.Fatalf("message %d answered %x, want Rlerror %d", tc.typ, r, tc.errno)
+		}
+	}
+}
