@@ -21,6 +21,7 @@
 #define VIRTIO_ID_BLOCK 2
 #define VIRTIO_ID_CONSOLE 3
 #define VIRTIO_ID_RNG 4
+#define VIRTIO_ID_9P 9
 
 /* Legacy register block in BAR0 (spec 4.1.4.8), no MSI-X. */
 #define VIRTIO_PCI_HOST_FEATURES 0  /* 32, RO */
