@@ -36,6 +36,9 @@ short_execs() {
 	FuzzRXTXLoops) echo 4000 ;; # each input runs the device's I/O goroutine
 	FuzzBlkLoop) echo 6000 ;;   # each input runs the I/O goroutine until quiet
 	FuzzRNGLoop) echo 6000 ;;   # the same
+	FuzzConsoleLoop) echo 6000 ;;
+	FuzzNinePLoop) echo 6000 ;;
+	FuzzNinePMessages) echo 4000 ;; # each input leaves its 9P server parked (see virtio/p9 Activate)
 	*) echo "$execs" ;;
 	esac
 }

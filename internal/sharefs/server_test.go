@@ -15,9 +15,10 @@ import (
 // reads, and be refused a walk out through a symlink.
 func TestOverNinePServer(t *testing.T) {
 	s, share, _ := tree(t, false)
+	// The connection is left open at the end: closing it races the
+	// server's own goroutines (see virtio/p9's Activate).
 	srvEnd, cliEnd := net.Pipe()
-	done := make(chan error, 1)
-	go func() { done <- p9.NewServer(s).Handle(srvEnd, srvEnd) }()
+	go p9.NewServer(s).Handle(srvEnd, srvEnd)
 	c, err := p9.NewClient(cliEnd)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,4 @@ func TestOverNinePServer(t *testing.T) {
 	if _, _, err := r.Walk([]string{"abs", "passwd"}); err == nil {
 		t.Fatal("walked out through a symlink over 9P")
 	}
-	c.Close()
-	cliEnd.Close()
-	<-done
 }

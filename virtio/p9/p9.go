@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/govm/govm/virtio"
 	"github.com/hugelgupf/p9/p9"
@@ -93,11 +94,18 @@ func (d *Device) Activate(a virtio.Activation) error {
 	}
 	return d.io.Start(a.Bells[:1], func(stop <-chan struct{}) {
 		dev, srv := net.Pipe()
-		go p9.NewServer(d.attach).Handle(srv, srv) // ends when dev closes
-		// A request waits for its answer in handle; Reset closes the
-		// connection so that wait ends.
-		go func() { <-stop; dev.Close() }()
-		defer dev.Close()
+		go p9.NewServer(d.attach).Handle(srv, srv)
+		// A request waits for its answer in handle; Reset ends that
+		// wait with a deadline, not by closing the connection: the
+		// server's connection shutdown races its own request
+		// goroutines (hugelgupf/p9 v0.3.0 connState.stop waits on a
+		// WaitGroup that a goroutine it just started may still Add
+		// to, and the panic would end govm). So a reset leaves the
+		// old connection, its goroutines and the fids the guest held
+		// behind, parked on a pipe nobody writes: a guest's driver
+		// resets its device rarely (unbinding, rebooting), and the
+		// next activation starts a fresh session.
+		go func() { <-stop; dev.SetDeadline(time.Now()) }()
 		s := &server{dev: d, conn: dev, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0], Bell: a.Bells[0],
 			Intr: a.Intr, Stop: stop, Member: a.Member}}
 		l := virtio.Loop{Stop: stop, Member: a.Member,
