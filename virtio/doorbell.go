@@ -24,7 +24,7 @@ import (
 // (netpoller, then the channel receiver, each wakep spinning up an idle
 // M), so a kick costs a context switch per hop where one thread's wakeup
 // would do. Blocking in ppoll wakes exactly the thread that does the work
-// (virtio-net's loop polls its doorbells and the tap's fd together:
+// (a device's Loop polls all its doorbells and fds, the tap's, together:
 // Waiter).
 //
 // Kicks coalesce, as the spec allows: rings while nobody waits leave the

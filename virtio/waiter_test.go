@@ -78,7 +78,7 @@ func TestWaiterWakes(t *testing.T) {
 }
 
 // TestWaiterIntercept: a KVM signal that a fault hook takes over is not a
-// ring, as for Doorbell.Wait (GOVM_FAULTS drop-kick on virtio-net's loop).
+// ring, as for Doorbell.Wait (GOVM_FAULTS drop-kick on a device's Loop).
 func TestWaiterIntercept(t *testing.T) {
 	a, b := newBell(t), newBell(t)
 	b.Intercept = func() bool { return true }
@@ -139,7 +139,7 @@ func TestWaiterClose(t *testing.T) {
 	}
 }
 
-// TestWaiterNoAlloc: virtio-net's loop sleeps through a Waiter once per
+// TestWaiterNoAlloc: a device's Loop sleeps through a Waiter once per
 // wakeup; after the first Wait sized its buffers, a Wait allocates nothing.
 func TestWaiterNoAlloc(t *testing.T) {
 	a, b := newBell(t), newBell(t)
