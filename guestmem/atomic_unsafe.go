@@ -23,6 +23,7 @@ func (m *Memory) LoadUint16(gpa uint64) (uint16, error) {
 	if err != nil {
 		return 0, err
 	}
+	m.observe(gpa, 2, false)
 	// sync/atomic has no 16-bit load; an aligned 32-bit load that contains
 	// the field would read past it at the end of RAM, so use the aligned
 	// word load of the containing 2 bytes through a uint32 only when safe.
@@ -35,6 +36,7 @@ func (m *Memory) StoreUint16(gpa uint64, v uint16) error {
 	if err != nil {
 		return err
 	}
+	m.observe(gpa, 2, true)
 	atomicStore16((*uint16)(p), v)
 	return nil
 }
@@ -45,6 +47,7 @@ func (m *Memory) LoadUint32(gpa uint64) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	m.observe(gpa, 4, false)
 	return atomic.LoadUint32((*uint32)(p)), nil
 }
 
@@ -54,6 +57,7 @@ func (m *Memory) StoreUint32(gpa uint64, v uint32) error {
 	if err != nil {
 		return err
 	}
+	m.observe(gpa, 4, true)
 	atomic.StoreUint32((*uint32)(p), v)
 	return nil
 }

@@ -29,6 +29,30 @@ type Region struct {
 // use as long as the region list is not changed after New.
 type Memory struct {
 	regions []Region
+	obs     Observer // nil except in the ring simulator
+}
+
+// Observer is told of every typed access made through a Memory: the loads
+// and stores of this file and atomic_unsafe.go, ReadAt and WriteAt. Slice
+// is not observed: what a caller does with the bytes it returns (a device
+// reading or writing a data buffer) is its own business. The ring
+// simulator (virtio/ringsim) uses it to see which cache lines the queue
+// code touches.
+type Observer interface {
+	Access(gpa, n uint64, write bool)
+}
+
+// Observed returns a view of the same RAM whose typed accesses are reported
+// to o. m itself stays unobserved.
+func (m *Memory) Observed(o Observer) *Memory {
+	return &Memory{regions: m.regions, obs: o}
+}
+
+// observe reports an access when an Observer is set.
+func (m *Memory) observe(gpa, n uint64, write bool) {
+	if m.obs != nil {
+		m.obs.Access(gpa, n, write)
+	}
 }
 
 // New returns guest memory over the given regions. Regions must not overlap.
@@ -97,6 +121,7 @@ func (m *Memory) ReadAt(p []byte, gpa uint64) error {
 	if err != nil {
 		return err
 	}
+	m.observe(gpa, uint64(len(p)), false)
 	copy(p, b)
 	return nil
 }
@@ -107,6 +132,7 @@ func (m *Memory) WriteAt(p []byte, gpa uint64) error {
 	if err != nil {
 		return err
 	}
+	m.observe(gpa, uint64(len(p)), true)
 	copy(b, p)
 	return nil
 }
@@ -117,6 +143,7 @@ func (m *Memory) Uint16(gpa uint64) (uint16, error) {
 	if err != nil {
 		return 0, err
 	}
+	m.observe(gpa, 2, false)
 	return binary.LittleEndian.Uint16(b), nil
 }
 
@@ -126,6 +153,7 @@ func (m *Memory) Uint32(gpa uint64) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
+	m.observe(gpa, 4, false)
 	return binary.LittleEndian.Uint32(b), nil
 }
 
@@ -135,6 +163,7 @@ func (m *Memory) Uint64(gpa uint64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	m.observe(gpa, 8, false)
 	return binary.LittleEndian.Uint64(b), nil
 }
 
@@ -144,6 +173,7 @@ func (m *Memory) PutUint16(gpa uint64, v uint16) error {
 	if err != nil {
 		return err
 	}
+	m.observe(gpa, 2, true)
 	binary.LittleEndian.PutUint16(b, v)
 	return nil
 }
@@ -154,6 +184,7 @@ func (m *Memory) PutUint32(gpa uint64, v uint32) error {
 	if err != nil {
 		return err
 	}
+	m.observe(gpa, 4, true)
 	binary.LittleEndian.PutUint32(b, v)
 	return nil
 }
@@ -164,6 +195,7 @@ func (m *Memory) PutUint64(gpa uint64, v uint64) error {
 	if err != nil {
 		return err
 	}
+	m.observe(gpa, 8, true)
 	binary.LittleEndian.PutUint64(b, v)
 	return nil
 }

@@ -2,6 +2,7 @@ package guestmem
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -165,4 +166,33 @@ func FuzzSlice(f *testing.F) {
 			t.Fatalf("len %d != %d", len(b), n)
 		}
 	})
+}
+
+type recordObs struct{ got []string }
+
+func (r *recordObs) Access(gpa, n uint64, write bool) {
+	r.got = append(r.got, fmt.Sprintf("%#x+%d w=%v", gpa, n, write))
+}
+
+func TestObserved(t *testing.T) {
+	m, err := New(Region{GPA: 0x1000, Host: make([]byte, 0x1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r recordObs
+	o := m.Observed(&r)
+	_, _ = o.Uint16(0x1000)
+	_ = o.PutUint32(0x1004, 1)
+	_, _ = o.LoadUint16(0x1008)
+	_ = o.StoreUint16(0x100a, 2)
+	_ = o.ReadAt(make([]byte, 16), 0x1010)
+	_ = o.WriteAt(make([]byte, 3), 0x1020)
+	_, _ = o.Slice(0x1030, 8) // data views are not observed
+	_, _ = o.Uint64(0x3000)   // outside RAM: rejected before observed
+	_, _ = m.Uint16(0x1000)   // the original stays unobserved
+	want := []string{"0x1000+2 w=false", "0x1004+4 w=true", "0x1008+2 w=false",
+		"0x100a+2 w=true", "0x1010+16 w=false", "0x1020+3 w=true"}
+	if fmt.Sprint(r.got) != fmt.Sprint(want) {
+		t.Fatalf("observed %q, want %q", r.got, want)
+	}
 }

@@ -22,8 +22,8 @@ type desc struct {
 }
 
 func readDesc(mem *guestmem.Memory, gpa uint64) (desc, error) {
-	b, err := mem.Slice(gpa, descSize)
-	if err != nil {
+	var b [descSize]byte
+	if err := mem.ReadAt(b[:], gpa); err != nil {
 		return desc{}, err
 	}
 	return desc{
