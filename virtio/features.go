@@ -22,6 +22,10 @@ const (
 	// FeatureVersion1 (spec 6): a modern (non-legacy) device. Not offered
 	// on the legacy transport.
 	FeatureVersion1 = 32
+	// FeatureRingPacked (VIRTIO_F_RING_PACKED, spec 6): the queues use the
+	// packed layout (spec 2.8, PackedQueue) instead of the split one. It
+	// needs a modern transport, so it is not in RingFeatures.
+	FeatureRingPacked = 34
 )
 
 // Bit returns the mask for feature bit n, for composing Features() values:
@@ -49,6 +53,35 @@ const (
 	// UsedFlagNoNotify is the device asking not to be kicked (ignored by
 	// the driver with EVENT_IDX; spec 2.7.10).
 	UsedFlagNoNotify = 1
+)
+
+// Packed-ring flag bits and event suppression values (spec 2.8.1 "Driver
+// and Device Ring Wrap Counters", 2.8.10 "Driver and Device Event
+// Suppression", 2.8.14 "Event Suppression Structure Format"). NEXT, WRITE
+// and INDIRECT keep their split-ring values (DescFlag*).
+const (
+	// PackedDescFlagAvail is VIRTQ_DESC_F_AVAIL, 1 << VRING_PACKED_DESC_F_AVAIL
+	// (bit 7): the driver sets it to its wrap counter to make a
+	// descriptor available.
+	PackedDescFlagAvail = 1 << 7
+	// PackedDescFlagUsed is VIRTQ_DESC_F_USED, 1 << VRING_PACKED_DESC_F_USED
+	// (bit 15): the driver sets it to the inverse of its wrap counter,
+	// the device to its own wrap counter (with AVAIL equal to it) to
+	// mark a descriptor used.
+	PackedDescFlagUsed = 1 << 15
+
+	// PackedEventEnable, PackedEventDisable and PackedEventDesc are the
+	// desc_event_flags values RING_EVENT_FLAGS_ENABLE, _DISABLE and _DESC
+	// (0x3 is reserved). DESC (notify only when the descriptor named by
+	// off_wrap is made available / used) is valid only with
+	// VIRTIO_F_RING_EVENT_IDX.
+	PackedEventEnable  = 0
+	PackedEventDisable = 1
+	PackedEventDesc    = 2
+	// PackedEventWrap is desc_event_wrap, bit 15 of off_wrap
+	// (VRING_PACKED_EVENT_F_WRAP_CTR); bits 0-14 are desc_event_off, a
+	// ring position.
+	PackedEventWrap = 1 << 15
 )
 
 // Sizes of split-ring structures in guest memory (spec 2.7).
