@@ -16,13 +16,14 @@ type Segment struct {
 // RAM, so the guest may change what Reader returns while it is read: devices
 // copy what they parse (each field is read once).
 //
-// A Chain belongs to its Queue, which keeps one per head and reuses it, so
-// that Pop allocates nothing in steady state. It is the device's from Pop
-// until its head goes back through AddUsed / AddUsedBatch (or the queue is
-// Reset); after that the next Pop of the same head rebuilds it, so a device
-// must not touch a chain it has returned.
+// A Chain belongs to its Queue (or PackedQueue), which keeps one per head
+// (buffer ID) and reuses it, so that Pop allocates nothing in steady state.
+// It is the device's from Pop until its head goes back through AddUsed /
+// AddUsedBatch (or the queue is Reset); after that the next Pop of the same
+// head rebuilds it, so a device must not touch a chain it has returned.
 type Chain struct {
-	// Head is the index of the first descriptor: what AddUsed wants back.
+	// Head is what AddUsed wants back: in a split ring the index of the
+	// first descriptor, in a packed ring (PackedQueue) the buffer ID.
 	Head uint16
 
 	segs        []Segment
