@@ -414,11 +414,12 @@ func (d *PackedDriver) Desc(p uint16) (addr uint64, length uint32, id, flags uin
 		binary.LittleEndian.Uint16(b[12:]), d.load16(d.desc + 16*uint64(p&(d.size-1)) + 14)
 }
 
-// SetDriverEvent writes the driver event suppression area.
+// SetDriverEvent writes the driver event suppression area verbatim. The
+// driver's own notion of it (what DisableCB / EnableCB last asked for,
+// which decides whether Collect moves off_wrap along) is left alone.
 func (d *PackedDriver) SetDriverEvent(offWrap, flags uint16) {
 	d.store16(d.driver, offWrap)
 	d.store16(d.driver+2, flags)
-	d.eventShadow = flags
 }
 
 // DeviceEvent reads the device event suppression area in one load.
