@@ -21,3 +21,17 @@ func (q *Queue) DisableNotify(mem *guestmem.Memory) error        { return q.disa
 func (q *Queue) NeedsInterrupt(mem *guestmem.Memory) (bool, error) {
 	return q.needsInterrupt(mem)
 }
+
+// The packed queue's notification calls and its counters, for the same
+// tests.
+
+func (q *PackedQueue) EnableNotify(mem *guestmem.Memory) (bool, error) { return q.enableNotify(mem) }
+func (q *PackedQueue) DisableNotify(mem *guestmem.Memory) error        { return q.disableNotify(mem) }
+func (q *PackedQueue) NeedsInterrupt(mem *guestmem.Memory) (bool, error) {
+	return q.needsInterrupt(mem)
+}
+func (q *PackedQueue) Pending(mem *guestmem.Memory) (bool, error) { return q.pending(mem) }
+
+// Counters returns the free-running avail and used counters (see
+// PackedQueue): position = c & (Size-1), wrap counter = 1 ^ (c/Size)&1.
+func (q *PackedQueue) Counters() (avail, used uint16) { return q.availCtr, q.usedCtr }
