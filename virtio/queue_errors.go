@@ -12,10 +12,13 @@ var (
 	// (size, alignment, outside RAM).
 	ErrBadRing = errors.New("bad ring")
 	// ErrAvailIdx: avail idx moved ahead of the device by more than Size
-	// (spec 2.7.6: the driver can offer at most Size buffers at once).
+	// (spec 2.7.6: the driver can offer at most Size buffers at once); in
+	// a packed ring, more descriptors available than the ring holds
+	// (descriptors the device still owns offered again, spec 2.8.16).
 	ErrAvailIdx = errors.New("avail index jumped")
 	// ErrDescIndex: a head or next index >= Size (or >= indirect table
-	// length).
+	// length); in a packed ring, a buffer ID >= Size, or a chain whose
+	// NEXT leads to a descriptor that is not available (spec 2.8.6).
 	ErrDescIndex = errors.New("descriptor index out of range")
 	// ErrDescLoop: a chain longer than the table, which can only be a loop
 	// (spec 2.7.5: chains are bounded by the queue size).
@@ -28,10 +31,11 @@ var (
 	// ErrIndirect: an indirect table is malformed or not negotiated (spec
 	// 2.7.5.3.1).
 	ErrIndirect = errors.New("bad indirect descriptor")
-	// ErrHeadInFlight: the available ring offers a head the device has
-	// popped and not yet used (spec 2.7.13: the driver places a buffer
-	// into free descriptors; a chain in flight is not free until the
-	// device returns it through the used ring, 2.7.8).
+	// ErrHeadInFlight: the available ring offers a head (packed ring: a
+	// buffer ID) the device has popped and not yet used (spec 2.7.13:
+	// the driver places a buffer into free descriptors; a chain in flight
+	// is not free until the device returns it through the used ring,
+	// 2.7.8).
 	ErrHeadInFlight = errors.New("descriptor head still in flight")
 	// ErrChainTooLong: the chain's total length exceeds 2^32-1 bytes
 	// (spec 2.7.5: drivers MUST NOT add a chain longer than 2^32 bytes).
@@ -43,7 +47,7 @@ var (
 // DEVICE_NEEDS_RESET (spec 2.1.2); govm keeps running.
 type GuestError struct {
 	Queue     int    // queue index within the device
-	Head      uint16 // chain head, when HeadValid
+	Head      uint16 // chain head (packed ring: buffer ID), when HeadValid
 	HeadValid bool   // false for errors found before a head was read
 	Err       error  // one of the Err* kinds above
 	Reason    string // detail: which index, which address
