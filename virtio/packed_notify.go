@@ -207,21 +207,17 @@ func (q *PackedQueue) eventCrossed(offWrap, old, now uint16) bool {
 }
 
 // disableNotify asks the driver not to send available buffer
-// notifications while the device drains the queue (spec 2.8.10, 2.8.21.2).
-// Without EVENT_IDX it writes flags = DISABLE into the device event
-// suppression area. With EVENT_IDX it does nothing, as the split Queue:
-// the area says DESC at the position enableNotify published, and the
-// driver kicks only when it makes that descriptor available, which it did
-// to wake us; it will not kick again until enableNotify names a new
-// position. (A stale position comes round again after two laps of the
-// ring; that costs one spurious kick.) Suppression is only a hint, so no
-// barrier is needed.
+// notifications while the device drains the queue (spec 2.8.10, 2.8.21.2):
+// it writes flags = DISABLE into the device event suppression area, with
+// or without EVENT_IDX (QEMU does the same). Unlike the split ring's
+// avail_event, doing nothing is not free here: the area starts zeroed,
+// which is ENABLE, so a device that had never slept would be kicked for
+// every buffer (the ring simulator showed a kick per buffer on a ring
+// with a backlog), and a DESC position left behind comes round again
+// after two laps. Suppression is only a hint, so no barrier is needed.
 func (q *PackedQueue) disableNotify(mem *guestmem.Memory) error {
 	if err := q.check(); err != nil {
 		return err
-	}
-	if q.eventIdx {
-		return nil
 	}
 	// Only the device writes this area; store atomically because the
 	// driver reads it concurrently.
