@@ -16,6 +16,7 @@ build: govm guest linux
 
 govm:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(GOVM) ./cmd/govm
+	$(GO) build -o bin/govm-ringsim ./cmd/govm-ringsim
 
 guest:
 	$(MAKE) -C guest

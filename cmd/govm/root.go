@@ -17,7 +17,7 @@ console on COM1 and legacy virtio-PCI block and network devices.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newVersionCmd(), newHostCmd(), newKconfigCmd(), newListCmd(), newStatCmd(),
+	root.AddCommand(newRunCmd(), newVersionCmd(), newHostCmd(), newKconfigCmd(), newListCmd(), newStatCmd(), newRingsimCmd(),
 		newActionCmd("pause", "Pause a running VM: its vCPUs stop and its devices take nothing from the rings"),
 		newActionCmd("resume", "Resume a paused VM"),
 		newActionCmd("stop", "Stop a VM cleanly, as SIGTERM does (its govm exits 0)"))
