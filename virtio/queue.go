@@ -49,7 +49,13 @@ type Queue struct {
 	notifyOnEmpty bool
 
 	nextAvail uint16 // next avail ring entry the device will consume
-	nextUsed  uint16 // next used ring entry the device will fill
+	// availShadow is the avail idx Pop last read: the entries before it
+	// are published, so Pop reads the index again only when it has
+	// caught up with it (QEMU's shadow_avail_idx, vhost's avail_idx).
+	// Reading it for every chain would move its cache line from the
+	// driver's CPU for every chain while the driver adds more.
+	availShadow uint16
+	nextUsed    uint16 // next used ring entry the device will fill
 
 	// signalledUsed is the used idx at the last needsInterrupt call, the
 	// "old" of vring_need_event (spec 2.7.7.1); signalledValid is false

@@ -50,25 +50,31 @@ func (q *Queue) Pop(mem *guestmem.Memory) (*Chain, error) {
 	if q.Size == 0 || q.Size&(q.Size-1) != 0 {
 		return nil, q.errNoHead(ErrBadRing, "size %d not a power of 2", q.Size)
 	}
-	// Ordering point (spec 2.7.13.3, virtio_ring.c virtqueue_add_split's
-	// virtio_wmb before the idx store): the driver writes the descriptors
-	// and the ring entry, then publishes avail->idx. LoadUint16 is an
-	// acquire, so the ring entry and descriptor reads below cannot be
-	// satisfied before it: we never see an idx that covers an entry whose
-	// contents we read stale.
-	availIdx, err := mem.LoadUint16(q.availIdxAddr())
-	if err != nil {
-		return nil, q.memErr("avail idx", err)
-	}
-	pending := availIdx - q.nextAvail // modulo 2^16, spec 2.7.6
-	if pending == 0 {
-		return nil, nil
-	}
-	if pending > q.Size {
-		// The driver cannot have more than Size buffers outstanding;
-		// trusting this idx would make us consume stale ring entries.
-		return nil, q.errNoHead(ErrAvailIdx, "avail idx %d is %d ahead of next %d (size %d)",
-			availIdx, pending, q.nextAvail, q.Size)
+	if q.nextAvail == q.availShadow {
+		// Ordering point (spec 2.7.13.3, virtio_ring.c
+		// virtqueue_add_split's virtio_wmb before the idx store): the
+		// driver writes the descriptors and the ring entry, then
+		// publishes avail->idx. LoadUint16 is an acquire, so the ring
+		// entry and descriptor reads below, in this call and in the
+		// later calls that consume up to this idx without reading it
+		// again, cannot be satisfied before it: we never see an idx
+		// that covers an entry whose contents we read stale.
+		availIdx, err := mem.LoadUint16(q.availIdxAddr())
+		if err != nil {
+			return nil, q.memErr("avail idx", err)
+		}
+		pending := availIdx - q.nextAvail // modulo 2^16, spec 2.7.6
+		if pending == 0 {
+			return nil, nil
+		}
+		if pending > q.Size {
+			// The driver cannot have more than Size buffers
+			// outstanding; trusting this idx would make us consume
+			// stale ring entries.
+			return nil, q.errNoHead(ErrAvailIdx, "avail idx %d is %d ahead of next %d (size %d)",
+				availIdx, pending, q.nextAvail, q.Size)
+		}
+		q.availShadow = availIdx
 	}
 	head, err := mem.Uint16(q.availRingAddr(q.nextAvail & (q.Size - 1)))
 	if err != nil {
