@@ -170,6 +170,9 @@ func Run(s Scenario) (Result, error) {
 			return Result{}, fmt.Errorf("%s: round %d: %w", s.Name(), i, err)
 		}
 	}
+	if r.reaped == start {
+		return Result{}, fmt.Errorf("%s: no buffer completed in %d rounds", s.Name(), rounds)
+	}
 	return r.result(r.reaped - start), nil
 }
 
@@ -199,6 +202,11 @@ func (r *rig) round() error {
 		// Buffers wait for a device that was never told: a lost
 		// kick, the hang a ring must never have.
 		return fmt.Errorf("stalled: %d chains available, device asleep and not kicked", r.added-r.popped)
+	}
+	if !r.s.Poll && r.used() > r.reaped {
+		// An interrupt-driven driver reaps everything its interrupt
+		// finds; used buffers left over were never announced.
+		return fmt.Errorf("stalled: %d used buffers and no interrupt for them", r.used()-r.reaped)
 	}
 	return nil
 }

@@ -42,7 +42,12 @@ type Scenario struct {
 	// OutOfOrder makes the device complete held chains in a random
 	// order, as a block device does; otherwise in the order popped.
 	OutOfOrder bool
-	Reuse      vring.Reuse // the driver's free list (Linux: LIFO)
+	// Eager makes the device pop every chain as soon as it is available
+	// and hold the slack itself (QEMU, vhost and govm's Loop drain the
+	// avail ring when they run); otherwise the slack waits on the avail
+	// side, a device that lags behind its driver (see lags).
+	Eager bool
+	Reuse vring.Reuse // the driver's free list (Linux: LIFO)
 	// OwnLineEvents gives used_event and avail_event a cache line of
 	// their own instead of the place spec 2.7 gives them (the end of
 	// the other side's ring), to answer Avi's question.
@@ -64,6 +69,9 @@ func (s Scenario) Name() string {
 	}
 	if s.OutOfOrder {
 		n += " out-of-order"
+	}
+	if s.Eager {
+		n += " eager"
 	}
 	if s.Reuse == vring.FIFO {
 		n += " fifo"
@@ -106,9 +114,18 @@ func (s Scenario) Validate() error {
 // chains stay popped by an out-of-order device, usedLag chains stay used
 // and not yet reaped by a polling driver. An interrupt-driven driver reaps
 // everything its interrupt finds, so it keeps no used lag.
+//
+// An eager device holds all of its side's share: nothing waits on the
+// avail side.
 func (s Scenario) lags() (availLag, hold, usedLag int) {
 	slack := s.InFlight - s.Batch
-	if s.OutOfOrder {
+	switch {
+	case s.Eager && s.Poll:
+		usedLag = slack / 2
+		return 0, slack - usedLag, usedLag
+	case s.Eager:
+		return 0, slack, 0
+	case s.OutOfOrder:
 		hold = slack / 2
 		slack -= hold
 	}

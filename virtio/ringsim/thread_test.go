@@ -111,23 +111,28 @@ func TestRustyBestCase(t *testing.T) {
 	if got := f("descriptor table"); math.Abs(got-2.0/8) > 0.01 {
 		t.Errorf("descriptor table: %.4f transfers per buffer, the thread says 2/8", got)
 	}
-	// The device reads the avail ring 1/64 of a line per buffer (2-byte
-	// entries), not 1/16: the thread's 1/16 is for 8-byte entries.
-	if got := r.ByField["avail ring"][1]; math.Abs(got-1.0/64) > 0.01 {
-		t.Errorf("device reads of the avail ring: %.4f per buffer, want 1/64", got)
+	// The avail side (index and ring, both agents). A transfer is
+	// charged to the field whose access moved the line first, so the
+	// split between the index and the entries that share its line is
+	// an artefact of order; their sum is not. With the device caching
+	// avail idx (Pop reads it only when it has caught up, as QEMU and
+	// vhost do), the device reads the index once every 64 buffers, and
+	// the entries on lines of their own cost 2/64 a buffer (2-byte
+	// entries, 64 to a line, written by one side, read by the other).
+	// But the first 62 entries share the index's line, which the driver
+	// writes for every buffer: the device's read of one of them follows
+	// an index store (a transfer), and the driver's next index store
+	// follows that read (another). So 2*(62/256 + 1/64) + 2/64*194/256,
+	// about 0.54, where the thread has 1 + 2/16, and 2/64 + 1/64 would be
+	// the cost with the index on a line of its own.
+	avail := f("avail idx") + f("avail ring")
+	if want := 2*(62.0/256+1.0/64) + 2.0/64*194/256; math.Abs(avail-want) > 0.05 {
+		t.Errorf("avail idx and ring: %.4f transfers per buffer, want about %.4f", avail, want)
 	}
-	// But the driver's writes cost far more than 1/64: the first 62
-	// entries share a line with avail idx, which the device reads for
-	// every buffer, so a write to one of them always moves the line.
-	if got, want := r.ByField["avail ring"][0], 62.0/256; math.Abs(got-want) > 0.01 {
-		t.Errorf("driver writes of the avail ring: %.4f per buffer, want 62/256 = %.4f", got, want)
-	}
-	// The index ping-pongs: written for every buffer by one side, read by
-	// the other. The thread's best case counts it once ("reads index").
-	for _, idx := range []string{"avail idx", "used idx"} {
-		if got := f(idx); got < 1.5 {
-			t.Errorf("%s: %.3f transfers per buffer, want close to 2 (written and read each buffer)", idx, got)
-		}
+	// The used index ping-pongs: written for every buffer by the device
+	// and read by Linux's get_buf for every buffer (it keeps no shadow).
+	if got := f("used idx"); got < 1.5 {
+		t.Errorf("used idx: %.3f transfers per buffer, want close to 2 (written and read each buffer)", got)
 	}
 	// The indirect tables are 32 bytes (two descriptors): kmalloc-32
 	// objects, four to a 128-byte line, reused LIFO in order: 1/4 a side.
@@ -135,8 +140,8 @@ func TestRustyBestCase(t *testing.T) {
 		t.Errorf("indirect tables: %.4f per buffer, want 2/4 (four 32-byte tables to a line)", got)
 	}
 	// The whole: the thread's 6 9/64 + 2/8 against the simulator's, which
-	// is lower because the polling driver writes no used_event and the
-	// descriptor pages pack four to a line.
+	// is lower because the device caches avail idx, the polling driver
+	// writes no used_event and the descriptor pages pack four to a line.
 	thread := 6 + 9.0/64 + 2.0/8
 	if r.Total >= thread {
 		t.Errorf("total %.3f per buffer, expected below the thread's %.3f", r.Total, thread)
@@ -197,6 +202,20 @@ func TestLIFOReuseBehindTheReader(t *testing.T) {
 	l, f := lifo.ByField["descriptor table"][1], fifo.ByField["descriptor table"][1]
 	if math.Abs(l-1) > 0.01 || math.Abs(f-0.25) > 0.01 {
 		t.Fatalf("device descriptor fetches: LIFO %.3f, FIFO %.3f transfers each; want 1 and 1/4", l, f)
+	}
+	// It takes a device that lags behind on the avail side. A device
+	// that pops every chain as soon as it is there (QEMU, vhost, govm's
+	// Loop) fetches each descriptor just after the driver wrote it,
+	// which moves the line whatever the free list.
+	for _, reuse := range []vring.Reuse{vring.LIFO, vring.FIFO} {
+		s.Reuse, s.Eager = reuse, true
+		r, err := Run(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.ByField["descriptor table"][1]; math.Abs(got-1) > 0.01 {
+			t.Errorf("eager device, %s: %.3f transfers per fetch, want 1", reuse, got)
+		}
 	}
 }
 
@@ -322,8 +341,13 @@ func TestNoKicksWhileAwake(t *testing.T) {
 // that points at them. Avi thought they pay once the table fills a couple
 // of lines; what they buy is ring room (one descriptor per chain).
 func TestIndirectCostsALine(t *testing.T) {
-	for _, n := range []int{2, 8, 16} {
-		s := Scenario{Layout: Split, Line: 64, Size: 256, InFlight: 256 / n / 2, Batch: 1, Chain: n, EventIdx: true, Poll: true}
+	for _, c := range []struct {
+		n   int
+		ooo bool
+	}{{2, false}, {8, false}, {16, false}, {2, true}, {8, true}, {16, true}} {
+		n := c.n
+		s := Scenario{Layout: Split, Line: 64, Size: 256, InFlight: 256 / n / 2, Batch: 1, Chain: n,
+			EventIdx: true, Poll: true, OutOfOrder: c.ooo}
 		direct, err := Run(s)
 		if err != nil {
 			t.Fatal(err)
@@ -334,8 +358,8 @@ func TestIndirectCostsALine(t *testing.T) {
 			t.Fatal(err)
 		}
 		if ind.Total <= direct.Total {
-			t.Errorf("N=%d: indirect %.3f <= direct %.3f transfers per buffer", n, ind.Total, direct.Total)
+			t.Errorf("%s: indirect %.3f <= direct %.3f transfers per buffer", s.Name(), ind.Total, direct.Total)
 		}
-		t.Logf("N=%d: direct %.3f, indirect %.3f", n, direct.Total, ind.Total)
+		t.Logf("%s: direct %.3f, indirect %.3f", s.Name(), direct.Total, ind.Total)
 	}
 }
