@@ -2,6 +2,8 @@ package bench
 
 import (
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -25,7 +27,13 @@ type bootSample struct {
 	rssKB     int64         // resident at the first byte (-1: process already gone)
 	guestKB   int64         // of which guest RAM
 	maxRSSKB  int64         // peak resident over the whole run (wait4 ru_maxrss)
+	// startupCPU is govm's own report (--stats) of its CPU time before the
+	// first KVM_RUN; -1 for QEMU, which has no such report.
+	startupCPU time.Duration
 }
+
+// startupRE is govm's --stats line with its start-up CPU time.
+var startupRE = regexp.MustCompile(`govm: stats: startup: ([0-9.]+) ms CPU before the first KVM_RUN`)
 
 // boot runs one VMM to completion and checks the guest really passed: a first
 // byte alone could be an error message.
@@ -39,7 +47,11 @@ func boot(argv []string, timeout time.Duration) (bootSample, error) {
 		return bootSample{}, err
 	}
 	_, sum, _ := v.LineAt("SUMMARY ") // present: runChecked checked it
-	s := bootSample{firstByte: fb, summary: sum, exit: v.ExitAfter(), rssKB: -1, maxRSSKB: v.MaxRSSKB()}
+	s := bootSample{firstByte: fb, summary: sum, exit: v.ExitAfter(), rssKB: -1, maxRSSKB: v.MaxRSSKB(), startupCPU: -1}
+	if m := startupRE.FindStringSubmatch(v.Stderr()); m != nil {
+		f, _ := strconv.ParseFloat(m[1], 64)
+		s.startupCPU = time.Duration(f * float64(time.Millisecond))
+	}
 	if maps := v.FirstByteMem(); maps != nil {
 		s.rssKB, s.guestKB, _ = SplitRSS(maps, guestRAMMB<<10)
 	}
@@ -51,12 +63,17 @@ type summary struct {
 	firstByte, summary, exit time.Duration
 	rssKB, guestKB, maxRSSKB int64
 	memSamples               int
+	startupCPU               time.Duration // -1 when no run reported it
 }
 
 func summarize(ss []bootSample) summary {
 	var fb, sum, ex []time.Duration
 	var rss, guest, maxRSS []int64
+	var startup []time.Duration
 	for _, s := range ss {
+		if s.startupCPU >= 0 {
+			startup = append(startup, s.startupCPU)
+		}
 		fb = append(fb, s.firstByte)
 		sum = append(sum, s.summary)
 		ex = append(ex, s.exit)
@@ -66,11 +83,15 @@ func summarize(ss []bootSample) summary {
 			guest = append(guest, s.guestKB)
 		}
 	}
-	return summary{
+	sm := summary{
 		firstByte: Median(fb), summary: Median(sum), exit: Median(ex),
 		rssKB: Median(rss), guestKB: Median(guest),
-		maxRSSKB: Median(maxRSS), memSamples: len(rss),
+		maxRSSKB: Median(maxRSS), memSamples: len(rss), startupCPU: -1,
 	}
+	if len(startup) > 0 {
+		sm.startupCPU = Median(startup)
+	}
+	return sm
 }
 
 // report publishes one VMM's medians under a name prefix ("" or "govm-"/"qemu-").
@@ -82,6 +103,9 @@ func (s summary) report(b *testing.B, prefix string) {
 	if s.memSamples > 0 {
 		b.ReportMetric(mb(s.rssKB), prefix+"rss-MB")
 		b.ReportMetric(mb(s.rssKB-s.guestKB), prefix+"vmm-rss-MB")
+	}
+	if s.startupCPU >= 0 {
+		b.ReportMetric(ms(s.startupCPU), prefix+"startup-cpu-ms")
 	}
 }
 
@@ -103,7 +127,7 @@ func runBoots(b *testing.B, argv []string) {
 // BenchmarkBoot measures each VMM alone.
 func BenchmarkBoot(b *testing.B) {
 	b.Run("qemu", func(b *testing.B) { runBoots(b, qemuArgv(b, testKernel(b), bootCmdline)) })
-	b.Run("govm", func(b *testing.B) { runBoots(b, govmArgv(b, testKernel(b), bootCmdline)) })
+	b.Run("govm", func(b *testing.B) { runBoots(b, govmArgv(b, testKernel(b), bootCmdline, "--stats")) })
 }
 
 // BenchmarkBootCompare alternates govm and QEMU boots so both see the same host
@@ -111,7 +135,7 @@ func BenchmarkBoot(b *testing.B) {
 // A ratio below 1 means govm reaches the guest's first output sooner.
 func BenchmarkBootCompare(b *testing.B) {
 	kernel := testKernel(b)
-	govm, qemu := govmArgv(b, kernel, bootCmdline), qemuArgv(b, kernel, bootCmdline)
+	govm, qemu := govmArgv(b, kernel, bootCmdline, "--stats"), qemuArgv(b, kernel, bootCmdline)
 	timeout := benchTimeout(b, 30*time.Second)
 	var gs, qs []bootSample
 	for i := 0; i < b.N; i++ {

@@ -119,4 +119,12 @@ func TestStatsReportQueues(t *testing.T) {
 	if kicks, _ := r.Int("kicks"); n(1)+n(2) < 1 || kicks < 1 {
 		t.Fatalf("no kicks seen (govm %d+%d, guest %d)", n(1), n(2), kicks)
 	}
+	// And what govm spent before the guest's first instruction.
+	su := regexp.MustCompile(`govm: stats: startup: ([0-9.]+) ms CPU before the first KVM_RUN`).FindStringSubmatch(o.Stderr)
+	if su == nil {
+		t.Fatalf("no start-up line in --stats:\n%s", o.Stderr)
+	}
+	if v, err := strconv.ParseFloat(su[1], 64); err != nil || v <= 0 {
+		t.Fatalf("start-up CPU %q: want a positive number of milliseconds", su[1])
+	}
 }

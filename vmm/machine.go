@@ -88,15 +88,16 @@ type Result struct {
 
 // Machine is a configured, not yet running VM.
 type Machine struct {
-	cfg   Config
-	sys   *kvm.System
-	vm    *kvm.VM
-	vcpus []*kvm.VCPU
-	ram   *ram
-	bus   iobus.Bus
-	boot  *bootInfo
-	uart  *serial.UART
-	vcons *virtioconsole.Device // --console virtio, or nil
+	cfg     Config
+	startup startupRecord // CPU time at the first KVM_RUN
+	sys     *kvm.System
+	vm      *kvm.VM
+	vcpus   []*kvm.VCPU
+	ram     *ram
+	bus     iobus.Bus
+	boot    *bootInfo
+	uart    *serial.UART
+	vcons   *virtioconsole.Device // --console virtio, or nil
 	// shareRoots are the shares' root descriptors, the only directories
 	// the sandbox lets openat2 resolve beneath.
 	shareRoots []int

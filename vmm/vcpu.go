@@ -69,6 +69,7 @@ func (m *Machine) runVCPU(v *kvm.VCPU) {
 			continue
 		}
 		yp.BeforeBlock()
+		m.startup.take() // a no-op after the first time
 		exit, err := v.Run()
 		if err != nil {
 			m.Stop(Result{Status: 1, Kind: ExitInternalError, Reason: err.Error()}) // "KVM_RUN vcpu N: ..."

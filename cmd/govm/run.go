@@ -337,6 +337,9 @@ func configFromFlags(f *runFlags, stderr io.Writer) (vmm.Config, error) {
 
 func printStats(m *vmm.Machine) {
 	w := newMsgWriter()
+	if s, ok := m.Startup(); ok {
+		fmt.Fprintf(w, "govm: stats: %s\n", s)
+	}
 	for _, l := range m.DeviceStats() {
 		fmt.Fprintf(w, "govm: stats: %s\n", l)
 	}
