@@ -191,7 +191,9 @@ func BenchmarkBlk(b *testing.B) {
 	g.report(b, "govm-")
 	q.report(b, "qemu-")
 	for i, ph := range blkPhases {
-		b.ReportMetric(pairRatio(gs, qs, i), "govm/qemu-"+ph.short)
+		r, spread := pairRatio(gs, qs, i)
+		b.ReportMetric(r, "govm/qemu-"+ph.short)
+		b.ReportMetric(spread, "govm/qemu-"+ph.short+"-spread")
 	}
 	b.ReportMetric(Median(hs), "host-seq-MB/s")
 	b.ReportMetric(hostRatio(gs, hs), "govm/host-seq")
@@ -240,7 +242,7 @@ func hostRatio(ss []blkSample, hs []float64) float64 {
 // the same iteration (IOPS for the random phases, MB/s for the sequential one).
 // The two runs of a pair are back to back, so a ratio of pairs follows the host's
 // changing load better than a ratio of two medians taken over all runs.
-func pairRatio(gs, qs []blkSample, phase int) float64 {
+func pairRatio(gs, qs []blkSample, phase int) (ratio, spread float64) {
 	var rs []float64
 	for j := range min(len(gs), len(qs)) {
 		g, q := gs[j].iops[phase], qs[j].iops[phase]
@@ -251,7 +253,7 @@ func pairRatio(gs, qs []blkSample, phase int) float64 {
 			rs = append(rs, float64(g)/float64(q))
 		}
 	}
-	return Median(rs)
+	return Median(rs), Spread(rs)
 }
 
 // TestBlkRun checks the collection and medians on a fake VMM printing blk-bench's
@@ -281,14 +283,14 @@ echo 'SUMMARY pass=4 fail=0 skip=0'; exit 1`, qd1)
 	qs := []blkSample{{iops: [4]int64{1000, 3000, 20000, 0}, mbps: [4]int64{0, 0, 0, 4000}},
 		{iops: [4]int64{5000, 9000, 1, 0}, mbps: [4]int64{0, 0, 0, 0}}}
 	// Pairs: qd1 2500/1000, 100/5000; the third govm run has no partner.
-	if r := pairRatio(ss, qs, blkQD1); r != (2.5+0.02)/2 {
-		t.Errorf("pairRatio(qd1) = %v, want 1.26", r)
+	if r, sp := pairRatio(ss, qs, blkQD1); r != (2.5+0.02)/2 || sp != (2.5-0.02)/r {
+		t.Errorf("pairRatio(qd1) = %v, %v; want 1.26 and a spread of 2.48/1.26", r, sp)
 	}
-	if r := pairRatio(ss, qs, blkQD1Poll); r != 2 { // 9000/3000, 9000/9000
-		t.Errorf("pairRatio(qd1-poll) = %v, want 2", r)
+	if r, sp := pairRatio(ss, qs, blkQD1Poll); r != 2 || sp != 1 { // 9000/3000, 9000/9000
+		t.Errorf("pairRatio(qd1-poll) = %v, %v; want 2, spread (3-1)/2", r, sp)
 	}
-	if r := pairRatio(ss, qs, blkSeq); r != 0.7 { // 2800/4000; the zero-MB/s QEMU run is left out
-		t.Errorf("pairRatio(seq) = %v, want 0.7", r)
+	if r, sp := pairRatio(ss, qs, blkSeq); r != 0.7 || sp != 0 { // 2800/4000; the zero-MB/s QEMU run is left out
+		t.Errorf("pairRatio(seq) = %v, %v; want 0.7, no spread from one pair", r, sp)
 	}
 	// Against the host loop: 2800/5600, 2800/2800; the zero host figure is left out.
 	if r := hostRatio(ss, []float64{5600, 2800, 0}); r != 0.75 {

@@ -71,3 +71,18 @@ func Median[T ~int64 | ~float64](xs []T) T {
 	}
 	return (s[m-1] + s[m]) / 2
 }
+
+// Spread is how far apart xs lie, (max - min) / median: 0 for figures that
+// held still, 1 for a range as wide as the median itself. Reported beside a
+// median so that a figure that swung is seen to have swung; zero for fewer
+// than two values or a zero median.
+func Spread(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	m := Median(xs)
+	if m == 0 {
+		return 0
+	}
+	return (slices.Max(xs) - slices.Min(xs)) / m
+}

@@ -86,7 +86,8 @@ func reportPairs(b *testing.B, gs, qs []sample) {
 // PHASE-cpu-us/1k (vCPU plus the rest), and for rates, RTT and CPU the median
 // over iterations of A's figure divided by B's in the same iteration
 // (A/B-KEY): the two runs are back to back, so a ratio of pairs follows the
-// host's changing load better than a ratio of medians. Above 1 means A is
+// host's changing load better than a ratio of medians. With two pairs or
+// more, A/B-KEY-spread is those ratios' Spread. Above 1 means A is
 // faster for a rate, slower for RTT and CPU. A and B are govm and qemu, or a
 // VMM and a null VMM.
 func pairMetrics(a string, gs []sample, b string, qs []sample) map[string]float64 {
@@ -130,6 +131,9 @@ func pairMetrics(a string, gs []sample, b string, qs []sample) map[string]float6
 		if len(rs) > 0 {
 			m[a+"/"+b+"-"+k] = Median(rs)
 		}
+		if len(rs) > 1 {
+			m[a+"/"+b+"-"+k+"-spread"] = Spread(rs)
+		}
 	}
 	return m
 }
@@ -153,7 +157,9 @@ func TestPairMetrics(t *testing.T) {
 		"govm-tx-64-kicks/1k": 20, "qemu-tx-64-kicks/1k": 1,
 		"govm-tx-64-vcpu-us/1k": 20, "govm-tx-64-vmm-us/1k": 30, "govm-tx-64-cpu-us/1k": 50,
 		"qemu-tx-64-vcpu-us/1k": 10, "qemu-tx-64-vmm-us/1k": 10, "qemu-tx-64-cpu-us/1k": 20,
-		"govm/qemu-tx-64-cpu-us/1k": 2.5, // 30/20, 70/20; the third govm run has no CPU figure
+		"govm/qemu-tx-64-cpu-us/1k":        2.5, // 30/20, 70/20; the third govm run has no CPU figure
+		"govm/qemu-tx-64-pps-spread":       2.5, // (3 - 0.5) / 1
+		"govm/qemu-tx-64-cpu-us/1k-spread": 0.8, // (3.5 - 1.5) / 2.5
 	}
 	for k, v := range want {
 		if m[k] != v {
