@@ -71,10 +71,7 @@ type Pair struct {
 
 // NewPair builds s's ring without a cache model.
 func NewPair(s Scenario) (*Pair, error) {
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
-	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: make([]byte, ramSize)})
+	mem, err := memoryFor(s)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +97,16 @@ func layoutRing(s Scenario) ([]Field, virtio.Steps, func(*guestmem.Memory) Drive
 	return splitRing(s, cfg, features)
 }
 
-func newRig(s Scenario) (*rig, error) {
+// memoryFor validates s and returns a fresh guest memory for its ring.
+func memoryFor(s Scenario) (*guestmem.Memory, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	mem, err := guestmem.New(guestmem.Region{GPA: 0, Host: make([]byte, ramSize)})
+	return guestmem.New(guestmem.Region{GPA: 0, Host: make([]byte, ramSize)})
+}
+
+func newRig(s Scenario) (*rig, error) {
+	mem, err := memoryFor(s)
 	if err != nil {
 		return nil, err
 	}
