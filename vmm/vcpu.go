@@ -58,6 +58,7 @@ func (m *Machine) runVCPU(v *kvm.VCPU) {
 	defer runtime.UnlockOSThread()
 	defer nameThread(fmt.Sprintf("vcpu%d", v.ID()))()
 	yp := yield.Point{Every: vcpuYieldEvery}
+	m.startup.take() // just before this thread's first KVM_RUN
 	for {
 		select {
 		case <-m.done:
@@ -69,7 +70,6 @@ func (m *Machine) runVCPU(v *kvm.VCPU) {
 			continue
 		}
 		yp.BeforeBlock()
-		m.startup.take() // a no-op after the first time
 		exit, err := v.Run()
 		if err != nil {
 			m.Stop(Result{Status: 1, Kind: ExitInternalError, Reason: err.Error()}) // "KVM_RUN vcpu N: ..."
