@@ -14,13 +14,14 @@ all: build
 
 build: govm guest linux
 
-# govm is built without cgo: a static binary maps no libc or loader (about
-# 1.5 MB less resident, bench/README.md), and psx then makes Landlock's
+# govm is built without cgo: a static binary maps no libc or loader (what
+# that saves: bench/README.md, "Footprint"), and psx then makes Landlock's
 # all-thread calls with the Go runtime's own AllThreadsSyscall. Tests keep
-# cgo: the race detector needs it.
+# cgo: the race detector needs it. govm-ringsim goes beside govm, where
+# `govm ringsim` looks for it.
 govm:
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(GOVM) ./cmd/govm
-	$(GO) build -o bin/govm-ringsim ./cmd/govm-ringsim
+	$(GO) build -o $(dir $(GOVM))govm-ringsim ./cmd/govm-ringsim
 
 guest:
 	$(MAKE) -C guest

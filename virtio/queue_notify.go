@@ -156,7 +156,8 @@ func (q *Queue) disableNotify(mem *guestmem.Memory) error {
 
 // pending reports whether the driver has published buffers the device has
 // not taken: a look at avail idx, for a device polling its ring. Pop reads
-// it again (with the ordering that reading the ring needs).
+// it again when it has caught up with its last read (the acquire that
+// reading the ring needs).
 func (q *Queue) pending(mem *guestmem.Memory) (bool, error) {
 	if !q.Ready {
 		return false, ErrQueueNotReady

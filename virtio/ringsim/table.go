@@ -10,7 +10,7 @@ import (
 )
 
 // QueueSize is the ring size of every scenario in the table: virtio-net's
-// and virtio-blk's legacy size in govm.
+// legacy size in govm (virtio-blk's is 128).
 const QueueSize = 256
 
 // base is the scenario every row of the table varies: a chain of two

@@ -11,11 +11,13 @@
 // hostile, and it trusts the device (Linux checks used ids with BAD_RING;
 // here a bad id panics, because the device is our own queue code).
 //
-// Every published field (avail idx, the head descriptor's flags in the
-// packed ring, the event suppression fields) is stored with the atomics of
-// guestmem, and every field the device publishes is loaded with them, so
-// a Driver on one goroutine and a device on another are ordered the way
-// virtio_wmb/virtio_rmb/virtio_mb order them.
+// Every field the device reads while the driver may write it (avail idx,
+// the head descriptor's flags in the packed ring, used_event, the avail
+// flags, the driver's event suppression area) is stored with the atomics
+// of guestmem, and every field the device publishes is loaded with them,
+// so a Driver on one goroutine and a device on another are ordered the way
+// virtio_wmb/virtio_rmb/virtio_mb order them. (Linux stores some of these
+// plainly; an atomic store is the same access for the cache model.)
 package vring
 
 // Reuse is the order in which freed descriptors (split) or buffer ids

@@ -257,14 +257,14 @@ func (d *Packed) DisableCB() {
 	if d.triggered {
 		return
 	}
-	must(d.mem.PutUint16(d.driverEv+2, d.evShadow))
+	must(d.mem.StoreUint16(d.driverEv+2, d.evShadow))
 }
 
 // EnableCBPrepare is virtqueue_enable_cb_prepare_packed.
 func (d *Packed) EnableCBPrepare() uint16 {
 	d.triggered = false
 	if d.EventIdx {
-		must(d.mem.PutUint16(d.driverEv, d.lastUsed)) // then virtio_wmb
+		must(d.mem.StoreUint16(d.driverEv, d.lastUsed)) // then virtio_wmb
 	}
 	if d.evShadow == eventDisable {
 		d.evShadow = eventEnable

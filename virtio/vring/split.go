@@ -229,9 +229,9 @@ func (d *Split) DisableCB() {
 		return // the device will not interrupt again until re-enabled
 	}
 	if d.EventIdx {
-		must(d.mem.PutUint16(d.usedEvent(), 0))
+		must(d.mem.StoreUint16(d.usedEvent(), 0))
 	} else {
-		must(d.mem.PutUint16(d.avail, d.flagsShadow))
+		must(d.mem.StoreUint16(d.avail, d.flagsShadow))
 	}
 }
 
@@ -242,10 +242,10 @@ func (d *Split) EnableCBPrepare() uint16 {
 	if d.flagsShadow&virtio.AvailFlagNoInterrupt != 0 {
 		d.flagsShadow &^= virtio.AvailFlagNoInterrupt
 		if !d.EventIdx {
-			must(d.mem.PutUint16(d.avail, d.flagsShadow))
+			must(d.mem.StoreUint16(d.avail, d.flagsShadow))
 		}
 	}
-	must(d.mem.PutUint16(d.usedEvent(), d.lastUsed))
+	must(d.mem.StoreUint16(d.usedEvent(), d.lastUsed))
 	return d.lastUsed
 }
 
