@@ -33,8 +33,8 @@ func pinned(cpu int, f func()) error {
 	return nil
 }
 
-// twoCPUs returns two CPUs this process may run on, or skips the benchmark.
-func twoCPUs(b *testing.B) [2]int {
+// twoCPUs returns two CPUs this process may run on, or skips.
+func twoCPUs(b testing.TB) [2]int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		b.Fatal(err)

@@ -42,7 +42,7 @@ type eventFD struct {
 	signals *int
 }
 
-func newEventFD(b *testing.B) eventFD {
+func newEventFD(b testing.TB) eventFD {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		b.Fatal(err)
@@ -80,7 +80,7 @@ func (e eventFD) wait() error {
 
 // ringRun passes n buffers through the ring and returns the time and the
 // kicks and interrupts sent.
-func ringRun(b *testing.B, cpus [2]int, s ringsim.Scenario, n int) (time.Duration, int, int) {
+func ringRun(b testing.TB, cpus [2]int, s ringsim.Scenario, n int) (time.Duration, int, int) {
 	p, err := ringsim.NewPair(s)
 	if err != nil {
 		b.Fatal(err)
@@ -225,6 +225,24 @@ func ringDevice(p *ringsim.Pair, s ringsim.Scenario, n int, kick, irq eventFD) e
 		}
 	}
 	return nil
+}
+
+// TestRingThreads runs the benchmark's driver and device on two threads for
+// a short while in every mode: under make test's -race it checks that the
+// driver's stores and govm's queue code are ordered (no data race), and in
+// notify mode that no kick or interrupt is lost (a lost one fails the run
+// after hangAfter instead of hanging).
+func TestRingThreads(t *testing.T) {
+	cpus := twoCPUs(t)
+	for _, poll := range []bool{true, false} {
+		for _, l := range []ringsim.Layout{ringsim.Split, ringsim.Packed} {
+			s := ringBenchScenario(l, poll)
+			_, kicks, irqs := ringRun(t, cpus, s, 20000)
+			if !poll && (kicks == 0 || irqs == 0) {
+				t.Errorf("%s with notifications: %d kicks, %d interrupts for 20000 buffers", l, kicks, irqs)
+			}
+		}
+	}
 }
 
 // BenchmarkRing reports buffers per second through a split and a packed

@@ -62,14 +62,22 @@ func NewPacked(mem *guestmem.Memory, c Config, ring, driverEv, devEv uint64) *Pa
 
 func (d *Packed) descAddr(i uint16) uint64 { return d.ring + 16*uint64(i) }
 
-// writeBody stores addr, len and id of descriptor i (the flags go
-// separately: for the head they are the publishing store).
-func (d *Packed) writeBody(gpa, addr uint64, n uint32, id uint16) {
-	var b [14]byte
+// writeBody stores addr and len of a descriptor. Its id and flags share
+// one 32-bit word, which idFlags stores: Linux writes them as two fields,
+// but the device polls that word with an atomic load (guestmem's 16-bit
+// load is one of the aligned word), so a plain store beside it would be a
+// data race to Go. It is the same line either way for the cache model.
+func (d *Packed) writeBody(gpa, addr uint64, n uint32) {
+	var b [12]byte
 	binary.LittleEndian.PutUint64(b[0:], addr)
 	binary.LittleEndian.PutUint32(b[8:], n)
-	binary.LittleEndian.PutUint16(b[12:], id)
 	must(d.mem.WriteAt(b[:], gpa))
+}
+
+// idFlags stores a descriptor's id and flags with one atomic store; for a
+// chain's head it is the release that publishes the chain.
+func (d *Packed) idFlags(gpa uint64, id, flags uint16) {
+	must(d.mem.StoreUint32(gpa+12, uint32(id)|uint32(flags)<<16))
 }
 
 // Add makes one buffer available and returns its buffer id, or false
@@ -93,12 +101,12 @@ func (d *Packed) Add(b Buf) (uint16, bool) {
 		if k >= b.Out {
 			flags |= virtio.DescFlagWrite
 		}
+		d.writeBody(d.descAddr(i), d.Data, b.Len)
 		if i == head {
 			headFlags = flags
 		} else {
-			must(d.mem.PutUint16(d.descAddr(i)+14, flags))
+			d.idFlags(d.descAddr(i), id, flags)
 		}
-		d.writeBody(d.descAddr(i), d.Data, b.Len, id)
 		prev, curr = curr, d.next[curr]
 		if i++; i >= d.Num {
 			i = 0
@@ -114,7 +122,7 @@ func (d *Packed) Add(b Buf) (uint16, bool) {
 	d.state[id] = packedState{busy: true, num: uint16(total), last: prev}
 	// virtio_wmb, then the head's flags: the release store publishes
 	// the whole chain (spec 2.8.21: the first descriptor last).
-	must(d.mem.StoreUint16(d.descAddr(head)+14, headFlags))
+	d.idFlags(d.descAddr(head), id, headFlags)
 	d.numAdded += uint16(total)
 	return id, true
 }
@@ -139,7 +147,7 @@ func (d *Packed) addIndirect(b Buf) (uint16, bool) {
 		must(d.mem.WriteAt(e[:], table+16*uint64(k)))
 	}
 	head, id := d.nextAvail, d.freeHead
-	d.writeBody(d.descAddr(head), table, uint32(tableLen), id)
+	d.writeBody(d.descAddr(head), table, uint32(tableLen))
 	flags := virtio.DescFlagIndirect | d.availUsedFlags
 	n := head + 1
 	if n >= d.Num {
@@ -151,7 +159,7 @@ func (d *Packed) addIndirect(b Buf) (uint16, bool) {
 	d.numFree--
 	d.freeHead = d.next[id]
 	d.state[id] = packedState{busy: true, num: 1, last: id, table: table, tableLen: tableLen}
-	must(d.mem.StoreUint16(d.descAddr(head)+14, uint16(flags))) // after virtio_wmb
+	d.idFlags(d.descAddr(head), id, uint16(flags)) // after virtio_wmb
 	d.numAdded++
 	return id, true
 }
