@@ -281,10 +281,11 @@ func counterDelta(from, to guestrun.Result, s sample, phase string) (int64, erro
 // BenchmarkNet runs govm and QEMU in alternation (the order flips every
 // iteration) b.N times each, and reports per-VMM medians and govm/QEMU ratios.
 // Each iteration then runs the null VMM (nullvmm_test.go), with its stand-in
-// vCPU halted and spinning, and reports each VMM's figures against those
-// (govm/null-halt-rx-64-pps, ...). One iteration is about 45 s.
+// vCPU halted and spinning, and halted with a reader that sleeps on the tap,
+// and reports each VMM's figures against those (govm/null-halt-rx-64-pps,
+// ...). One iteration is about 60 s.
 func BenchmarkNet(b *testing.B) {
-	modes := []string{"halt", "spin"}
+	modes := []string{"halt", "spin", "wait"}
 	nulls := make([][]sample, len(modes))
 	gs, qs := alternate(b, netCmdline, netRun, func(i int) {
 		for j, mode := range modes {
