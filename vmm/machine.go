@@ -170,10 +170,9 @@ func New(cfg Config) (_ *Machine, err error) {
 	}
 	// Guest RAM goes in before the irqchip. Registering a slot waits for
 	// an SRCU grace period (kvm_swap_active_memslots). On a VM without an
-	// irqchip that wait is short; after KVM_CREATE_IRQCHIP, whose own
-	// grace periods are still under way, it lasts milliseconds of wall
-	// time with no CPU, most of the time to the guest's first byte
-	// (bench/README.md, "Start-up").
+	// irqchip that wait is short; after KVM_CREATE_IRQCHIP it lasts
+	// milliseconds of wall time with no CPU, most of the time to the
+	// guest's first byte (measured in bench/README.md, "Start-up").
 	if m.ram, err = allocRAM(cfg.MemSize); err != nil {
 		return nil, err
 	}
