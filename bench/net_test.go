@@ -283,7 +283,7 @@ func counterDelta(from, to guestrun.Result, s sample, phase string) (int64, erro
 // Each iteration then runs the null VMM (nullvmm_test.go), with its stand-in
 // vCPU halted and spinning, and halted with a reader that sleeps on the tap,
 // and reports each VMM's figures against those (govm/null-halt-rx-64-pps,
-// ...). One iteration is about 60 s.
+// ...).
 func BenchmarkNet(b *testing.B) {
 	modes := []string{"halt", "spin", "wait"}
 	nulls := make([][]sample, len(modes))

@@ -45,10 +45,11 @@ import (
 //     source's one). bench/README.md has what both showed.
 //   - "wait": it sleeps, as in "halt", and RX waits in ppoll(2) on the tap
 //     whenever it is empty instead of polling it, as both VMMs' readers do.
-//     Its vmm-us/1k is then what reading a tap costs per frame with the
-//     wakeups a VMM's reader takes: the floor of a VMM's RX device cost.
+//     Its vmm-us/1k is what reading a tap costs per frame for a reader
+//     that sleeps whenever it has caught up: with nothing else to do, it
+//     catches up, and is woken, nearly every frame.
 
-// nullEnv names the null VMM's mode ("halt" or "spin"); set, the test binary
+// nullEnv names the null VMM's mode ("halt", "spin" or "wait"); set, the test binary
 // is the null VMM instead of running tests (TestMain).
 const nullEnv = "GOVM_BENCH_NULL_VMM"
 
