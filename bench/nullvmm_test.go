@@ -181,6 +181,8 @@ func nullTX(t *tap.Tap, f []byte, d time.Duration) (int64, time.Duration, error)
 func nullRX(t *tap.Tap, size int, wait bool) (int64, time.Duration, error) {
 	buf := make([]byte, 65536)
 	iov := [][]byte{buf}
+	fds := [1]unix.PollFd{{Fd: int32(t.PollFD()), Events: unix.POLLIN}} // for wait
+	timeout := unix.Timespec{Nsec: 100e6}
 	end := fmt.Sprintf("end %d", size)
 	var n int64
 	var first, last time.Time
@@ -191,8 +193,8 @@ func nullRX(t *tap.Tap, size int, wait bool) (int64, time.Duration, error) {
 		if errors.Is(err, tap.ErrWouldBlock) {
 			if wait {
 				// Bounded, so the deadlines above are still checked.
-				fds := []unix.PollFd{{Fd: int32(t.PollFD()), Events: unix.POLLIN}}
-				if _, err := unix.Ppoll(fds, &unix.Timespec{Nsec: 100e6}, nil); err != nil && err != unix.EINTR {
+				fds[0].Revents = 0
+				if _, err := unix.Ppoll(fds[:], &timeout, nil); err != nil && err != unix.EINTR {
 					return n, 0, err
 				}
 			}
