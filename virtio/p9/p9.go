@@ -44,11 +44,14 @@ type Device struct {
 	tag    string
 	attach p9.Attacher
 	io     virtio.Worker
+	sess   session // the I/O goroutine's while one runs
 
-	mu       sync.Mutex
-	requests uint64
-	bytesIn  uint64 // T-message bytes
-	bytesOut uint64 // R-message bytes
+	mu        sync.Mutex
+	requests  uint64
+	bytesIn   uint64 // T-message bytes
+	bytesOut  uint64 // R-message bytes
+	reclaimed uint64 // fids clunked by the device after resets
+	abandoned uint64 // connections left behind out of step
 }
 
 var _ virtio.Device = (*Device)(nil)
@@ -86,31 +89,40 @@ func (d *Device) ReadConfig(off uint64, data []byte) {
 // WriteConfig ignores writes: the tag is the host's.
 func (d *Device) WriteConfig(off uint64, data []byte) {}
 
-// Activate starts the I/O goroutine and a fresh 9P connection to the
-// server (a driver's reset forgets its fids, as a new connection does).
+// Activate starts the I/O goroutine, over the device's 9P connection
+// (session.go: it outlives resets; the fids of the last activation were
+// clunked when it ended).
 func (d *Device) Activate(a virtio.Activation) error {
 	if len(a.Queues) != 1 || len(a.Bells) != 1 || a.Mem == nil || a.Intr == nil {
 		return fmt.Errorf("virtio9p: activation with %d queues, want 1", len(a.Queues))
 	}
 	return d.io.Start(a.Bells[:1], func(stop <-chan struct{}) {
-		dev, srv := net.Pipe()
-		go p9.NewServer(d.attach).Handle(srv, srv)
-		// A request waits for its answer in handle; Reset ends that
-		// wait with a deadline, not by closing the connection: the
-		// server's connection shutdown races its own request
-		// goroutines (hugelgupf/p9 v0.3.0 connState.stop waits on a
-		// WaitGroup that a goroutine it just started may still Add
-		// to, and the panic would end govm). So a reset leaves the
-		// old connection, its goroutines and the fids the guest held
-		// behind, parked on a pipe nobody writes: a guest's driver
-		// resets its device rarely (unbinding, rebooting), and the
-		// next activation starts a fresh session.
-		go func() { <-stop; dev.SetDeadline(time.Now()) }()
-		s := &server{dev: d, conn: dev, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0], Bell: a.Bells[0],
+		conn := d.sess.open(d.attach)
+		// A request in flight when the device is reset gets resetGrace
+		// for its answer: handle is blocked reading it meanwhile.
+		quit, watched := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watched)
+			select {
+			case <-stop:
+				conn.SetDeadline(time.Now().Add(resetGrace))
+			case <-quit:
+			}
+		}()
+		s := &server{dev: d, conn: conn, srv: virtio.Server{Mem: a.Mem, Queue: a.Queues[0], Bell: a.Bells[0],
 			Intr: a.Intr, Stop: stop, Member: a.Member}}
 		l := virtio.Loop{Stop: stop, Member: a.Member,
 			Sources: []*virtio.Source{{Server: &s.srv, Handle: s.handle, Prompts: true}}}
 		l.Run()
+		close(quit)
+		<-watched
+		n := d.sess.clunkAll()
+		d.mu.Lock()
+		d.reclaimed += uint64(n)
+		if d.sess.broken {
+			d.abandoned++
+		}
+		d.mu.Unlock()
 	})
 }
 
@@ -122,13 +134,20 @@ type Stats struct {
 	Requests uint64 `json:"requests"`
 	BytesIn  uint64 `json:"bytes_in"`
 	BytesOut uint64 `json:"bytes_out"`
+	// FidsReclaimed counts the fids the device clunked for a driver
+	// that reset its device while holding them (session.go).
+	FidsReclaimed uint64 `json:"fids_reclaimed"`
+	// ConnsAbandoned counts 9P connections left behind because a reset
+	// cut off a request the server did not answer in time.
+	ConnsAbandoned uint64 `json:"conns_abandoned"`
 }
 
 // Stats returns the counts since New.
 func (d *Device) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return Stats{Requests: d.requests, BytesIn: d.bytesIn, BytesOut: d.bytesOut}
+	return Stats{Requests: d.requests, BytesIn: d.bytesIn, BytesOut: d.bytesOut,
+		FidsReclaimed: d.reclaimed, ConnsAbandoned: d.abandoned}
 }
 
 var _ virtio.QueueReporter = (*Device)(nil)
@@ -186,15 +205,21 @@ func (s *server) handle(c *virtio.Chain) (uint32, error) {
 		// txattrwalk), so the device answers these itself.
 		return s.answer(c, lerror(msg, ecode))
 	}
+	// The answer overwrites msg in s.buf: keep what track reads.
+	var head [fidsEnd]byte
+	t := head[:copy(head[:], msg)]
 	if _, err := s.conn.Write(msg); err != nil {
+		s.dev.sess.broken = true
 		return 0, fmt.Errorf("virtio9p: to the 9P server: %w", err)
 	}
 	// The answer: size, then the rest.
 	if _, err := io.ReadFull(s.conn, hdr[:]); err != nil {
+		s.dev.sess.broken = true
 		return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
 	}
 	rsize := binary.LittleEndian.Uint32(hdr[:])
 	if rsize < 7 || rsize > maxMessage+7 {
+		s.dev.sess.broken = true
 		return 0, fmt.Errorf("virtio9p: the 9P server answered %d bytes", rsize)
 	}
 	if cap(s.buf) < int(rsize) {
@@ -203,8 +228,10 @@ func (s *server) handle(c *virtio.Chain) (uint32, error) {
 	resp := s.buf[:rsize]
 	copy(resp, hdr[:])
 	if _, err := io.ReadFull(s.conn, resp[7:]); err != nil {
+		s.dev.sess.broken = true
 		return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
 	}
+	s.dev.sess.track(t, resp[4])
 	s.dev.mu.Lock()
 	s.dev.bytesIn += uint64(size)
 	s.dev.mu.Unlock()

@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +34,17 @@ type ringConn struct {
 	posted  uint16
 	closed  chan struct{}
 	wake    chan struct{}
+	collect sync.WaitGroup // the goroutines collecting answers
 }
 
 func (c *ringConn) Write(p []byte) (int, error) {
+	select {
+	case <-c.closed:
+		// A client's finalizer clunking a file after the test is done
+		// with its ring.
+		return 0, io.ErrClosedPipe
+	default:
+	}
 	c.mu.Lock()
 	c.out = append(c.out, p...)
 	if len(c.out) < 4 || len(c.out) < int(binary.LittleEndian.Uint32(c.out)) {
@@ -47,7 +57,9 @@ func (c *ringConn) Write(p []byte) (int, error) {
 	want := c.posted
 	c.d.KickIfNeeded()
 	c.mu.Unlock()
+	c.collect.Add(1)
 	go func() {
+		defer c.collect.Done()
 		if !c.d.WaitUsedIdx(want, 10*time.Second) {
 			return
 		}
@@ -242,5 +254,154 @@ func TestNoXattrs(t *testing.T) {
 		if len(r) != 11 || r[4] != 7 || r[5] != byte(i) || binary.LittleEndian.Uint32(r[7:]) != tc.errno {
 			t.Fatalf("message %d answered %x, want Rlerror %d", tc.typ, r, tc.errno)
 		}
+	}
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestResetReclaimsFids: a driver that resets its device while it holds
+// fids (an open host file among them) leaves nothing behind on the host,
+// and the next activation's session starts with an empty fid table: the
+// same fid numbers attach again. Many resets cost no file descriptors and
+// no goroutines.
+func TestResetReclaimsFids(t *testing.T) {
+	d, _, drv, intr := start(t, false)
+	// The client's files are kept: a file the GC finalizes sends its own
+	// Tclunk, which would race the driver's reset.
+	var held []p9.File
+	session := func(drv *virtiotest.Driver) {
+		conn := &ringConn{t: t, d: drv, msize: 64 << 10, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+		defer conn.collect.Wait() // all answers collected before the driver resets
+		defer conn.Close()
+		c, err := p9.NewClient(conn, p9.WithMessageSize(64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Attach("/")
+		if err != nil {
+			t.Fatalf("attach: %v", err)
+		}
+		_, hello, err := r.Walk([]string{"hello.txt"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := hello.Open(p9.ReadOnly); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, r, hello)
+	}
+	session(drv) // the server's own descriptors and goroutines start here
+	d.Reset()
+	fds, goroutines := openFDs(t), runtime.NumGoroutine()
+	const rounds = 20
+	for i := 0; i < rounds; i++ {
+		drv.Reset()
+		if err := d.Activate(virtiotest.Activation(intr, virtio.Bit(FeatureMountTag)|1<<virtio.FeatureRingEventIdx, drv)); err != nil {
+			t.Fatal(err)
+		}
+		session(drv)
+		if n := openFDs(t); n <= fds {
+			t.Fatalf("round %d: %d descriptors with a file open, %d before: the test opens nothing", i, n, fds)
+		}
+		d.Reset()
+	}
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d open descriptors after %d resets, %d before", n, rounds, fds)
+	}
+	// Goroutines end asynchronously (the clients'): allow a moment.
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > goroutines+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > goroutines+2 {
+		t.Errorf("%d goroutines after %d resets, %d before", n, rounds, goroutines)
+	}
+	runtime.KeepAlive(held)
+	if s := d.Stats(); s.FidsReclaimed != 2*(rounds+1) || s.ConnsAbandoned != 0 {
+		t.Errorf("stats %+v: want %d fids reclaimed (the root's and the file's, per round) and no connection abandoned", s, 2*(rounds+1))
+	}
+}
+
+// stallingAttacher is a share whose Attach waits until release is closed
+// once stall is: a host filesystem that stops answering.
+type stallingAttacher struct {
+	p9.Attacher
+	stall   atomic.Bool
+	release chan struct{}
+}
+
+func (a *stallingAttacher) Attach() (p9.File, error) {
+	if a.stall.Load() {
+		<-a.release
+	}
+	return a.Attacher.Attach()
+}
+
+// TestResetCutsOffStalledRequest: a reset while the server sits on a
+// request completes within resetGrace (the guest's status write, and govm's
+// exit, wait on it); the connection, out of step, is left behind and
+// counted, and the next activation serves over a fresh one.
+func TestResetCutsOffStalledRequest(t *testing.T) {
+	sh, err := sharefs.New(sharefs.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sh.Close()
+	att := &stallingAttacher{Attacher: sh, release: make(chan struct{})}
+	defer close(att.release)
+	d, err := New("share", att)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := virtiotest.New(t, 4<<20, QueueSize)
+	intr := virtiotest.NewRecordingInterrupt()
+	act := func() {
+		t.Helper()
+		drv := drv
+		if err := d.Activate(virtiotest.Activation(intr, virtio.Bit(FeatureMountTag)|1<<virtio.FeatureRingEventIdx, drv)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	attach := func() error {
+		drv := drv
+		conn := &ringConn{t: t, d: drv, msize: 64 << 10, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+		defer conn.Close()
+		c, err := p9.NewClient(conn, p9.WithMessageSize(64<<10))
+		if err != nil {
+			return err
+		}
+		_, err = c.Attach("/")
+		return err
+	}
+	act()
+	att.stall.Store(true)
+	go attach() // its answer never comes
+	if !intr.WaitFor(5*time.Second, func() bool { return d.Stats().BytesIn > 0 }) {
+		t.Fatal("Tversion was not answered")
+	}
+	time.Sleep(50 * time.Millisecond) // Tattach in the server's hands
+	start := time.Now()
+	d.Reset()
+	if took := time.Since(start); took > resetGrace+time.Second {
+		t.Fatalf("reset took %v with a stalled request, want about %v", took, resetGrace)
+	}
+	if s := d.Stats(); s.ConnsAbandoned != 1 {
+		t.Fatalf("stats %+v: want the stalled connection abandoned", s)
+	}
+	att.stall.Store(false)
+	// A fresh ring: the stalled client still watches the old one.
+	drv = virtiotest.New(t, 4<<20, QueueSize)
+	act()
+	defer d.Reset()
+	if err := attach(); err != nil {
+		t.Fatalf("attach over the fresh connection: %v", err)
 	}
 }

@@ -1,0 +1,147 @@
+package virtio9p
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hugelgupf/p9/p9"
+)
+
+// The device's 9P connection outlives a reset. A driver's reset forgets its
+// fids (Linux's trans_virtio has no way to clunk them afterwards), but the
+// server holds them, and with them the share's open host files. So the
+// device keeps the fids the guest holds, and when the I/O goroutine stops
+// it clunks each on the guest's behalf; the next activation goes on over
+// the same connection, with a fid table as empty as a new one's.
+//
+// Why not a fresh connection per activation: ending the old one means
+// closing it, and the server's connection shutdown races its own request
+// goroutines (hugelgupf/p9 v0.3.0: connState.stop waits on a WaitGroup
+// that a request goroutine, looping back for the next message, may Add to
+// after the count reached zero; the panic would end govm). A connection
+// that is never closed never takes that path.
+//
+// The exception is a request cut off by the reset (the server did not
+// answer within resetGrace: a share on a stalled host filesystem). The
+// connection is then out of step, and the device leaves it behind,
+// parked on a pipe nobody writes, and starts a fresh one: that costs the
+// old connection's goroutines and files, and only the host, not the guest,
+// can make it happen.
+
+// 9P2000.L message types whose fids the device keeps track of.
+const (
+	msgRlerror = 7
+	msgTauth   = 102
+	msgTattach = 104
+	msgTwalk   = 110
+	msgTclunk  = 120
+	msgTremove = 122
+)
+
+const (
+	// resetGrace bounds the wait for the answer to a request in flight
+	// when the device is reset.
+	resetGrace = 500 * time.Millisecond
+	// clunkTimeout bounds the clunks after a reset, all together.
+	clunkTimeout = time.Second
+)
+
+// session is the device's connection to the 9P server and the fids the
+// guest holds on it. Only the I/O goroutine uses it while one runs, and
+// Activate and Reset are not concurrent with it (virtio.Worker).
+type session struct {
+	conn net.Conn // the device's end; nil: none yet
+	fids map[uint32]struct{}
+	// broken: a request or a clunk was cut off, the connection is out of
+	// step; the next activation starts a fresh one.
+	broken bool
+}
+
+// open returns the connection, starting one (and its server) if there is
+// none or the last one is broken.
+func (s *session) open(attach p9.Attacher) net.Conn {
+	if s.conn == nil || s.broken {
+		dev, srv := net.Pipe()
+		go p9.NewServer(attach).Handle(srv, srv)
+		s.conn, s.fids, s.broken = dev, map[uint32]struct{}{}, false
+	}
+	s.conn.SetDeadline(time.Time{})
+	return s.conn
+}
+
+// fidsEnd is how much of a T-message track reads: up to Twalk's newfid.
+const fidsEnd = 15
+
+// track notes the fids the T-message t (at least its header; track reads
+// no further than fidsEnd) created or released, given the type of the
+// server's answer. A walk that stops short answers Rwalk and creates no
+// fid; keeping one that does not exist costs only a clunk the server
+// refuses, so the device does not count the answer's qids. Tclunk and
+// Tremove release their fid whatever the answer (9P: the fid is clunked
+// even if the remove fails).
+func (s *session) track(t []byte, rtype byte) {
+	fidAt := func(off int) (uint32, bool) {
+		if len(t) < off+4 {
+			return 0, false
+		}
+		return binary.LittleEndian.Uint32(t[off:]), true
+	}
+	switch t[4] {
+	case msgTclunk, msgTremove:
+		if fid, ok := fidAt(7); ok {
+			delete(s.fids, fid)
+		}
+	case msgTattach, msgTauth:
+		if fid, ok := fidAt(7); ok && rtype != msgRlerror {
+			s.fids[fid] = struct{}{}
+		}
+	case msgTwalk:
+		if fid, ok := fidAt(11); ok && rtype != msgRlerror {
+			s.fids[fid] = struct{}{}
+		}
+	}
+}
+
+// clunkAll clunks every fid the guest holds, as the device's own requests
+// on the connection, and returns how many it clunked. A connection that
+// fails or stalls meanwhile is marked broken (Stats counts it).
+func (s *session) clunkAll() int {
+	if s.conn == nil || s.broken || len(s.fids) == 0 {
+		return 0
+	}
+	s.conn.SetDeadline(time.Now().Add(clunkTimeout))
+	defer s.conn.SetDeadline(time.Time{})
+	n := 0
+	for fid := range s.fids {
+		if s.clunk(fid) != nil {
+			s.broken = true
+			return n
+		}
+		delete(s.fids, fid)
+		n++
+	}
+	return n
+}
+
+// clunk sends Tclunk fid and reads the answer, whatever it is.
+func (s *session) clunk(fid uint32) error {
+	m := binary.LittleEndian.AppendUint32(nil, 11)
+	m = append(m, msgTclunk, 0, 0) // tag 0: nothing else is in flight
+	m = binary.LittleEndian.AppendUint32(m, fid)
+	if _, err := s.conn.Write(m); err != nil {
+		return err
+	}
+	var hdr [7]byte
+	if _, err := io.ReadFull(s.conn, hdr[:]); err != nil {
+		return err
+	}
+	size := binary.LittleEndian.Uint32(hdr[:])
+	if size < 7 || size > maxMessage+7 {
+		return fmt.Errorf("the 9P server answered %d bytes", size)
+	}
+	_, err := io.CopyN(io.Discard, s.conn, int64(size-7))
+	return err
+}
