@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/govm/govm/internal/yield"
-	"golang.org/x/sys/unix"
 )
 
 // Poller is an I/O goroutine's adaptive busy-poll window: when the goroutine
@@ -65,17 +64,14 @@ func (p *Poller) Begin() time.Duration {
 // goroutine looks at its rings between calls.
 func (p *Poller) Spinning() bool {
 	p.yield.BeforeBlock()
-	osYield()
+	// Every look offers the CPU (sched_yield), so a spin gives way to the
+	// vCPU or the traffic source when they share its CPU. It is not
+	// enough to make a spin free on a busy host: an RX flood into the
+	// guest loses about as much with it as without, which is why a Loop
+	// spins only after work the driver answers (Source.Prompts).
+	yield.CPU()
 	return time.Now().Before(p.end)
 }
-
-// osYield offers the CPU to any other thread runnable on it
-// (sched_yield(2)) at every look, so a spin gives way to the vCPU or the
-// traffic source when they share its CPU. It is not enough to make a
-// spin free on a busy host: an RX flood into the guest loses about as much
-// with it as without, which is why a Loop spins only after work the
-// driver answers (Source.Prompts). A raw system call: it never blocks.
-func osYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // Found ends the wait begun by Begin: work arrived while spinning, or the
 // sleep after the window ended (a kick). It adapts the window to how long
