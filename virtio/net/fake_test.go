@@ -31,6 +31,10 @@ type fakeBackend struct {
 	// beforeWrite, if set, runs at the start of each Writev, after the
 	// device checked the frame: a second vCPU rewriting guest memory.
 	beforeWrite func()
+	// onEmpty, if set, runs once, the first time TryReadv finds nothing
+	// pending, and its frame is pending after that read: a sender that
+	// writes the next frame of a flood just after the reader caught up.
+	onEmpty func() []byte
 }
 
 func newFake(t testing.TB, loop bool) *fakeBackend {
@@ -89,6 +93,11 @@ func (f *fakeBackend) TryReadv(iovs [][]byte) (int, error) {
 	if len(f.toGuest) == 0 {
 		var b [8]byte
 		unix.Read(f.efd, b[:]) // nothing pending: not readable
+		if f.onEmpty != nil {
+			f.toGuest = append(f.toGuest, f.onEmpty())
+			f.onEmpty = nil
+			f.wake()
+		}
 		return 0, ErrWouldBlock
 	}
 	fr := f.toGuest[0]

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/govm/govm/internal/yield"
 	"github.com/govm/govm/virtio"
 )
 
@@ -129,8 +130,8 @@ func (r *rx) turn(budget int) (served int, w virtio.Wait, err error) {
 			if reads == budget {
 				return served, virtio.Wait{Kind: virtio.More}, nil
 			}
+			r.state, w, err = r.readFrame(reads)
 			reads++
-			r.state, w, err = r.readFrame()
 		case placing:
 			r.state, err = r.place()
 		case frameNeedsChains:
@@ -189,8 +190,16 @@ func (r *rx) pop() (bool, error) {
 	return true, nil
 }
 
-// readFrame reads one frame from the backend, or says to wait for one.
-func (r *rx) readFrame() (rxState, virtio.Wait, error) {
+// gatherAfter is how many frames a turn reads before it takes an empty
+// backend for a gap in a flood rather than the end of a burst: readFrame
+// then yields the CPU and reads once more before it waits (see there). One
+// frame per wakeup (ping -f, a request and its answer) never yields.
+const gatherAfter = 2
+
+// readFrame reads one frame from the backend, or says to wait for one;
+// read is how many reads the turn made before this one (each found a
+// frame: a read that finds none ends the turn).
+func (r *rx) readFrame(read int) (rxState, virtio.Wait, error) {
 	if !r.until.IsZero() {
 		if time.Now().Before(r.until) {
 			return needFrame, virtio.Wait{Kind: virtio.WaitUntil, Until: r.until}, nil // still backing off
@@ -200,6 +209,21 @@ func (r *rx) readFrame() (rxState, virtio.Wait, error) {
 	// Paused: the frame stays in the backend, not in a guest buffer.
 	r.Hold()
 	n, err := r.be.TryReadv(r.iov[:])
+	if errors.Is(err, ErrWouldBlock) && read >= gatherAfter {
+		// The reader caught up with a flood: the thread writing the
+		// frames (a sender on the host) may be waiting for this very
+		// CPU. Offering it the CPU before sleeping lets frames gather,
+		// and the read after the yield often finds some: no sleep in
+		// ppoll and no wakeup from the writer for them, fewer wakeups
+		// per frame (bench/README.md, "Design measurements"). With
+		// nothing else runnable the yield returns at once, and the
+		// price is one more read.
+		yield.CPU()
+		n, err = r.be.TryReadv(r.iov[:])
+		if err == nil {
+			r.c.yieldReads.Add(1)
+		}
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrWouldBlock):

@@ -222,3 +222,38 @@ func TestRXGuestError(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestRXYieldsInAFlood: RX that finds the tap empty after reading frames
+// in a turn (a flood it caught up with) yields the CPU and reads once more
+// before it sleeps, and takes the frame the sender wrote meanwhile without
+// waiting on the tap; after a single frame (ping -f) it sleeps at once.
+func TestRXYieldsInAFlood(t *testing.T) {
+	for _, burst := range []int{gatherAfter, gatherAfter - 1} {
+		wantYield, wantWaits := uint64(1), uint64(1)
+		if burst < gatherAfter {
+			wantYield, wantWaits = 0, 2
+		}
+		e := newEnv(t, 0, false)
+		late := append(hdrWith(hdrLenBase), frame(60, 99)...)
+		e.be.mu.Lock()
+		e.be.onEmpty = func() []byte { return late }
+		e.be.mu.Unlock()
+		for i := 0; i < burst; i++ {
+			e.be.inject(append(hdrWith(hdrLenBase), frame(60, uint32(i))...))
+		}
+		// One buffer more than frames, so RX ends waiting on the tap.
+		for i := 0; i < burst+2; i++ {
+			e.rx.AddChain(nil, []int{hdrLenBase + maxFrame})
+		}
+		e.rx.KickIfNeeded()
+		e.waitUsed(e.rx, uint16(burst+1))
+		deadline := time.Now().Add(2 * time.Second)
+		for e.dev.Stats().RX.BackendWaits < wantWaits && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if s := e.dev.Stats().RX; s.Frames != uint64(burst+1) || s.YieldReads != wantYield || s.BackendWaits != wantWaits {
+			t.Errorf("burst of %d, then a frame as the tap is found empty: stats %v; want yield_reads %d, backend_waits %d",
+				burst, s, wantYield, wantWaits)
+		}
+	}
+}
