@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/govm/govm/virtio"
@@ -205,6 +206,11 @@ func (s *server) handle(c *virtio.Chain) (uint32, error) {
 		// txattrwalk), so the device answers these itself.
 		return s.answer(c, lerror(msg, ecode))
 	}
+	if !s.dev.sess.admit(msg) {
+		// Larger than the msize the guest negotiated: the server would
+		// end the connection (session.go), so the device refuses it.
+		return s.answer(c, lerror(msg, uint32(syscall.EMSGSIZE)))
+	}
 	// The answer overwrites msg in s.buf: keep what track reads.
 	var head [fidsEnd]byte
 	t := head[:copy(head[:], msg)]
@@ -218,9 +224,19 @@ func (s *server) handle(c *virtio.Chain) (uint32, error) {
 		return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
 	}
 	rsize := binary.LittleEndian.Uint32(hdr[:])
-	if rsize < 7 || rsize > maxMessage+7 {
+	if rsize < 7 {
 		s.dev.sess.broken = true
 		return 0, fmt.Errorf("virtio9p: the 9P server answered %d bytes", rsize)
+	}
+	if rsize > maxMessage+7 {
+		// The server answers up to its own limit, 4 MiB (a Tread or
+		// Treaddir count beyond any buffer Linux posts): the answer
+		// is read, to keep the connection in step, and refused.
+		if _, err := io.CopyN(io.Discard, s.conn, int64(rsize-7)); err != nil {
+			s.dev.sess.broken = true
+			return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
+		}
+		return s.answer(c, lerror(t, uint32(syscall.ENOBUFS)))
 	}
 	if cap(s.buf) < int(rsize) {
 		s.buf = make([]byte, rsize)
@@ -231,7 +247,7 @@ func (s *server) handle(c *virtio.Chain) (uint32, error) {
 		s.dev.sess.broken = true
 		return 0, fmt.Errorf("virtio9p: from the 9P server: %w", err)
 	}
-	s.dev.sess.track(t, resp[4])
+	s.dev.sess.track(t, resp)
 	s.dev.mu.Lock()
 	s.dev.bytesIn += uint64(size)
 	s.dev.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -403,5 +404,87 @@ func TestResetCutsOffStalledRequest(t *testing.T) {
 	defer d.Reset()
 	if err := attach(); err != nil {
 		t.Fatalf("attach over the fresh connection: %v", err)
+	}
+}
+
+// rawMsg is a 9P message of type typ and tag 1 with body parts (uint32,
+// uint64, uint16 or string: 9P's s[2] string).
+func rawMsg(typ byte, parts ...any) []byte {
+	m := binary.LittleEndian.AppendUint32(nil, 0)
+	m = append(m, typ, 1, 0)
+	for _, p := range parts {
+		switch v := p.(type) {
+		case uint32:
+			m = binary.LittleEndian.AppendUint32(m, v)
+		case uint64:
+			m = binary.LittleEndian.AppendUint64(m, v)
+		case uint16:
+			m = binary.LittleEndian.AppendUint16(m, v)
+		case string:
+			m = binary.LittleEndian.AppendUint16(m, uint16(len(v)))
+			m = append(m, v...)
+		}
+	}
+	binary.LittleEndian.PutUint32(m, uint32(len(m)))
+	return m
+}
+
+// TestHostileMessages: what a guest's 9P client may send that Linux's never
+// does keeps the device's connection in step, and a reset still reclaims
+// every fid: a Tversion asking for a tiny msize (raised to 4096), a message
+// beyond the msize negotiated (refused by the device, which the server
+// would answer by closing the connection), a read of more than any buffer
+// (the server's answer discarded), and a fid from Twalkgetattr.
+func TestHostileMessages(t *testing.T) {
+	d, dir, drv, _ := start(t, false)
+	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 2<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fds := openFDs(t)
+	sent := uint16(0)
+	ask := func(m []byte) []byte {
+		t.Helper()
+		drv.AddChain([][]byte{m}, []int{64 << 10})
+		drv.Kick()
+		sent++
+		if !drv.WaitUsedIdx(sent, 5*time.Second) {
+			t.Fatalf("message %d not answered", m[4])
+		}
+		u := drv.Collect()[0]
+		return u.In[0][:u.Len]
+	}
+	want := func(r []byte, typ byte) {
+		t.Helper()
+		if len(r) < 7 || r[4] != typ {
+			t.Fatalf("answer %x, want type %d", r[:min(len(r), 16)], typ)
+		}
+	}
+	wantErr := func(r []byte, errno syscall.Errno) {
+		t.Helper()
+		if len(r) != 11 || r[4] != 7 || binary.LittleEndian.Uint32(r[7:]) != uint32(errno) {
+			t.Fatalf("answer %x, want Rlerror %d", r[:min(len(r), 16)], errno)
+		}
+	}
+	r := ask(rawMsg(100, uint32(8), "9P2000.L"))
+	want(r, 101)
+	if m := binary.LittleEndian.Uint32(r[7:]); m != minMsize {
+		t.Fatalf("Tversion msize 8 negotiated %d, want %d", m, minMsize)
+	}
+	wantErr(ask(rawMsg(100, uint32(8192), string(make([]byte, 5000)))), syscall.EMSGSIZE)
+	want(ask(rawMsg(100, uint32(4<<20), "9P2000.L")), 101)                          // the server's largest
+	want(ask(rawMsg(104, uint32(1), ^uint32(0), "root", "", uint32(0))), 105)       // Tattach fid 1
+	want(ask(rawMsg(126, uint32(1), uint32(2), uint16(1), "big")), 127)             // Twalkgetattr 1 -> 2
+	want(ask(rawMsg(12, uint32(2), uint32(0))), 13)                                 // Tlopen 2 O_RDONLY
+	wantErr(ask(rawMsg(116, uint32(2), uint64(0), uint32(2<<20))), syscall.ENOBUFS) // Tread 2 MiB
+	want(ask(rawMsg(116, uint32(2), uint64(0), uint32(16))), 117)                   // still in step
+	if n := openFDs(t); n <= fds {
+		t.Fatalf("%d descriptors with big open, %d before", n, fds)
+	}
+	d.Reset()
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors after the reset, %d before", n, fds)
+	}
+	if s := d.Stats(); s.FidsReclaimed != 2 || s.ConnsAbandoned != 0 {
+		t.Errorf("stats %+v: want the 2 fids reclaimed and no connection abandoned", s)
 	}
 }

@@ -21,8 +21,10 @@ import (
 // closing it, and the server's connection shutdown races its own request
 // goroutines (hugelgupf/p9 v0.3.0: connState.stop waits on a WaitGroup
 // that a request goroutine, looping back for the next message, may Add to
-// after the count reached zero; the panic would end govm). A connection
-// that is never closed never takes that path.
+// after the count reached zero; the panic would end govm). The server
+// shuts a connection down on its own only when a read fails or a message
+// is larger than the msize negotiated, and the device never sends it one
+// (admit): a connection that is never closed never takes that path.
 //
 // The exception is a request cut off by the reset (the server did not
 // answer within resetGrace: a share on a stalled host filesystem). The
@@ -33,13 +35,21 @@ import (
 
 // 9P2000.L message types whose fids the device keeps track of.
 const (
-	msgRlerror = 7
-	msgTauth   = 102
-	msgTattach = 104
-	msgTwalk   = 110
-	msgTclunk  = 120
-	msgTremove = 122
+	msgRlerror      = 7
+	msgTversion     = 100
+	msgRversion     = 101
+	msgTauth        = 102
+	msgTattach      = 104
+	msgTwalk        = 110
+	msgTclunk       = 120
+	msgTremove      = 122
+	msgTwalkgetattr = 126 // hugelgupf/p9's extension: Twalk's layout
 )
+
+// minMsize is the smallest msize the device lets a guest negotiate:
+// Linux's client refuses a server's below it, and with less, a later
+// Tversion (or the device's own Tclunk) might not fit.
+const minMsize = 4096
 
 const (
 	// resetGrace bounds the wait for the answer to a request in flight
@@ -55,6 +65,9 @@ const (
 type session struct {
 	conn net.Conn // the device's end; nil: none yet
 	fids map[uint32]struct{}
+	// msize is the message size the server accepts, as its last
+	// Rversion gave it; 0: not negotiated (maxMessage bounds).
+	msize uint32
 	// broken: a request or a clunk was cut off, the connection is out of
 	// step; the next activation starts a fresh one.
 	broken bool
@@ -66,7 +79,7 @@ func (s *session) open(attach p9.Attacher) net.Conn {
 	if s.conn == nil || s.broken {
 		dev, srv := net.Pipe()
 		go p9.NewServer(attach).Handle(srv, srv)
-		s.conn, s.fids, s.broken = dev, map[uint32]struct{}{}, false
+		s.conn, s.fids, s.msize, s.broken = dev, map[uint32]struct{}{}, 0, false
 	}
 	s.conn.SetDeadline(time.Time{})
 	return s.conn
@@ -75,14 +88,23 @@ func (s *session) open(attach p9.Attacher) net.Conn {
 // fidsEnd is how much of a T-message track reads: up to Twalk's newfid.
 const fidsEnd = 15
 
+// admit reports whether the server takes the T-message m (whole, at least
+// a header) within the msize negotiated. A Tversion asking for less than
+// minMsize is raised to it in m.
+func (s *session) admit(m []byte) bool {
+	if m[4] == msgTversion && len(m) >= 11 && binary.LittleEndian.Uint32(m[7:]) < minMsize {
+		binary.LittleEndian.PutUint32(m[7:], minMsize)
+	}
+	return s.msize == 0 || uint32(len(m)) <= s.msize
+}
+
 // track notes the fids the T-message t (at least its header; track reads
-// no further than fidsEnd) created or released, given the type of the
-// server's answer. A walk that stops short answers Rwalk and creates no
-// fid; keeping one that does not exist costs only a clunk the server
-// refuses, so the device does not count the answer's qids. Tclunk and
-// Tremove release their fid whatever the answer (9P: the fid is clunked
-// even if the remove fails).
-func (s *session) track(t []byte, rtype byte) {
+// no further than fidsEnd) created or released, and the msize an Rversion
+// set, given the server's answer r (at least a header). A walk creates its
+// newfid only if it answers Rwalk (hugelgupf/p9 fails a walk that stops
+// short). Tclunk and Tremove release their fid whatever the answer (9P:
+// the fid is clunked even if the remove fails).
+func (s *session) track(t, r []byte) {
 	fidAt := func(off int) (uint32, bool) {
 		if len(t) < off+4 {
 			return 0, false
@@ -95,12 +117,19 @@ func (s *session) track(t []byte, rtype byte) {
 			delete(s.fids, fid)
 		}
 	case msgTattach, msgTauth:
-		if fid, ok := fidAt(7); ok && rtype != msgRlerror {
+		if fid, ok := fidAt(7); ok && r[4] != msgRlerror {
 			s.fids[fid] = struct{}{}
 		}
-	case msgTwalk:
-		if fid, ok := fidAt(11); ok && rtype != msgRlerror {
+	case msgTwalk, msgTwalkgetattr:
+		if fid, ok := fidAt(11); ok && r[4] != msgRlerror {
 			s.fids[fid] = struct{}{}
+		}
+	case msgTversion:
+		// An Rversion of msize 0 ("unknown") leaves it as it was.
+		if r[4] == msgRversion && len(r) >= 11 {
+			if m := binary.LittleEndian.Uint32(r[7:]); m != 0 {
+				s.msize = m
+			}
 		}
 	}
 }
