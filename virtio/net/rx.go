@@ -219,6 +219,7 @@ func (r *rx) readFrame(read int) (rxState, virtio.Wait, error) {
 		// nothing else runnable the yield returns at once, and the
 		// price is one more read.
 		yield.CPU()
+		r.Hold() // a pause may have begun meanwhile
 		n, err = r.be.TryReadv(r.iov[:])
 		if err == nil {
 			r.c.yieldReads.Add(1)
