@@ -26,12 +26,14 @@ import (
 // is larger than the msize negotiated, and the device never sends it one
 // (admit): a connection that is never closed never takes that path.
 //
-// The exception is a request cut off by the reset (the server did not
-// answer within resetGrace: a share on a stalled host filesystem). The
-// connection is then out of step, and the device leaves it behind,
-// parked on a pipe nobody writes, and starts a fresh one: that costs the
-// old connection's goroutines and files, and only the host, not the guest,
-// can make it happen.
+// The exceptions: a request cut off by the reset (the server did not
+// answer within resetGrace: a share on a stalled host filesystem), and
+// clunks that do not finish within clunkTimeout (the same stall, or a
+// guest holding more fids than the device can clunk in that time; the
+// bound keeps govm's exit, which resets every device, prompt). The
+// connection is then out of step, and the device leaves it behind, parked
+// on a pipe nobody writes, and starts a fresh one: that costs the old
+// connection's goroutines and the files still open on it.
 
 // 9P2000.L message types whose fids the device keeps track of.
 const (
