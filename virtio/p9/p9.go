@@ -138,8 +138,9 @@ type Stats struct {
 	// FidsReclaimed counts the fids the device clunked for a driver
 	// that reset its device while holding them (session.go).
 	FidsReclaimed uint64 `json:"fids_reclaimed"`
-	// ConnsAbandoned counts 9P connections left behind because a reset
-	// cut off a request the server did not answer in time.
+	// ConnsAbandoned counts 9P connections left behind out of step
+	// (session.go): a reset cut off a request the server did not answer
+	// in time, or the clunks after it did not finish in time.
 	ConnsAbandoned uint64 `json:"conns_abandoned"`
 }
 

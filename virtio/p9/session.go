@@ -35,7 +35,7 @@ import (
 // on a pipe nobody writes, and starts a fresh one: that costs the old
 // connection's goroutines and the files still open on it.
 
-// 9P2000.L message types whose fids the device keeps track of.
+// 9P2000.L message types the device reads the fields of.
 const (
 	msgRlerror      = 7
 	msgTversion     = 100
