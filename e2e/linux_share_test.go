@@ -6,6 +6,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestLinuxShare(t *testing.T) {
 		"exit 5",
 	}, "\n")
 	argv := []string{govmBin, "run", "-k", kernel, "-i", initrd, "-m", "128M",
-		"--share", rw + ",tag=rw", "--share", ro + ",tag=ro,ro", "--exec", script}
+		"--share", rw + ",tag=rw", "--share", ro + ",tag=ro,ro", "--stats", "--exec", script}
 	p, err := guestrun.Start(guestrun.Options{}, argv...)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +57,14 @@ func TestLinuxShare(t *testing.T) {
 	for _, want := range []string{"S-READ from-the-host read-only", "S-WROTE", "S-RO-REFUSED", "S-CONTAINED", "S-UMOUNT"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the console:\n%s", want, tail(out, 3000))
+		}
+	}
+	// --stats: a line per share, with the requests its mount made.
+	stderr := p.Output().Stderr
+	for _, tag := range []string{"rw", "ro"} {
+		m := regexp.MustCompile(`govm: stats: share ` + tag + `: requests=(\d+) bytes_in=\d+ bytes_out=\d+ fids_reclaimed=\d+ conns_abandoned=0`).FindStringSubmatch(stderr)
+		if m == nil || m[1] == "0" {
+			t.Errorf("share %s: no stats line with requests, in:\n%s", tag, stderr)
 		}
 	}
 	for _, bad := range []string{"S-MOUNT-FAILED", "S-RO-WROTE", "S-ESCAPED", "secret\n"} {

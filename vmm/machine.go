@@ -23,6 +23,7 @@ import (
 	virtioblk "github.com/govm/govm/virtio/blk"
 	virtioconsole "github.com/govm/govm/virtio/console"
 	virtionet "github.com/govm/govm/virtio/net"
+	virtio9p "github.com/govm/govm/virtio/p9"
 	virtiopci "github.com/govm/govm/virtio/pci"
 )
 
@@ -104,6 +105,7 @@ type Machine struct {
 	pci        *pci.Bus
 	slots      []pciSlot
 	nets       []*virtionet.Device
+	shares     []*virtio9p.Device
 	panic      *pvpanic.Device
 	disks      []*virtioblk.Device
 

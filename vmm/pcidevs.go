@@ -119,6 +119,7 @@ func (m *Machine) setupPCI() error {
 			return err
 		}
 		m.shareRoots = append(m.shareRoots, sh.Root())
+		m.shares = append(m.shares, dev)
 	}
 	if m.cfg.VirtioConsole {
 		dev, err := virtioconsole.New(m.cfg.Stdout)
@@ -217,6 +218,9 @@ func (m *Machine) DeviceStats() []string {
 	}
 	for i, n := range m.nets {
 		out = append(out, fmt.Sprintf("net %d: %v", i, n.Stats()))
+	}
+	for _, s := range m.shares {
+		out = append(out, fmt.Sprintf("share %s: %v", s.Tag(), s.Stats()))
 	}
 	return out
 }

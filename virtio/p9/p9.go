@@ -144,6 +144,15 @@ type Stats struct {
 	ConnsAbandoned uint64 `json:"conns_abandoned"`
 }
 
+// String is one line for logs.
+func (s Stats) String() string {
+	return fmt.Sprintf("requests=%d bytes_in=%d bytes_out=%d fids_reclaimed=%d conns_abandoned=%d",
+		s.Requests, s.BytesIn, s.BytesOut, s.FidsReclaimed, s.ConnsAbandoned)
+}
+
+// Tag is the mount tag.
+func (d *Device) Tag() string { return d.tag }
+
 // Stats returns the counts since New.
 func (d *Device) Stats() Stats {
 	d.mu.Lock()
