@@ -38,6 +38,12 @@ type ringConn struct {
 	collect sync.WaitGroup // the goroutines collecting answers
 }
 
+// newRingConn is a client's connection over drv's ring, with 64 KiB for
+// each answer.
+func newRingConn(t *testing.T, drv *virtiotest.Driver) *ringConn {
+	return &ringConn{t: t, d: drv, msize: 64 << 10, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
 func (c *ringConn) Write(p []byte) (int, error) {
 	select {
 	case <-c.closed:
@@ -136,7 +142,7 @@ func start(t *testing.T, ro bool) (*Device, string, *virtiotest.Driver, *virtiot
 // file and writes one the host then reads.
 func TestThroughTheRing(t *testing.T) {
 	d, dir, drv, _ := start(t, false)
-	conn := &ringConn{t: t, d: drv, msize: 64 << 10, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	conn := newRingConn(t, drv)
 	c, err := p9.NewClient(conn, p9.WithMessageSize(64<<10))
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +285,7 @@ func TestResetReclaimsFids(t *testing.T) {
 	// Tclunk, which would race the driver's reset.
 	var held []p9.File
 	session := func(drv *virtiotest.Driver) {
-		conn := &ringConn{t: t, d: drv, msize: 64 << 10, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+		conn := newRingConn(t, drv)
 		defer conn.collect.Wait() // all answers collected before the driver resets
 		defer conn.Close()
 		c, err := p9.NewClient(conn, p9.WithMessageSize(64<<10))
@@ -373,7 +379,7 @@ func TestResetCutsOffStalledRequest(t *testing.T) {
 	}
 	attach := func() error {
 		drv := drv
-		conn := &ringConn{t: t, d: drv, msize: 64 << 10, closed: make(chan struct{}), wake: make(chan struct{}, 1)}
+		conn := newRingConn(t, drv)
 		defer conn.Close()
 		c, err := p9.NewClient(conn, p9.WithMessageSize(64<<10))
 		if err != nil {
